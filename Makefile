@@ -1,0 +1,58 @@
+# ZeroNIC for Linux: top-level entry points.
+#
+#   make demo     boot the emulated host(s) and show ZeroNIC working
+#   make check    run the whole test suite (ends with "N passed, N failed")
+#   make setup    install packages and tools, build kernel, module, userspace
+#
+# Both `demo` and `check` run `setup` first, so each works alone on a fresh
+# Debian 12 machine. Build products of the kernel live in $(ZN_CACHE), keyed
+# by kernel version + patches/ + qemu/kernel.config; see scripts/build-kernel.
+# KSRC=/path/to/linux-7.3 uses your own configured and built tree instead.
+
+SHELL := /bin/bash
+export ZN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/zeronic
+export KSRC
+export PATH := $(HOME)/.cargo/bin:$(ZN_CACHE)/venv/bin:$(PATH)
+
+KDIR = $(shell scripts/kdir)
+
+.PHONY: all setup packages kernel module userspace selftests-build \
+	check demo bench-model clean help
+
+all: setup
+
+help:
+	@sed -n '3,8p' Makefile
+
+setup: packages kernel module userspace selftests-build
+
+packages:
+	@scripts/setup-packages
+
+kernel: packages
+	@scripts/build-kernel
+
+# The out-of-tree module, built against the cached (patched) kernel.
+module: kernel
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" modules
+
+userspace: packages
+	cargo build --workspace --release --all-targets
+
+# kselftest-style C programs, built against the kernel tree's selftest harness.
+selftests-build: kernel
+	$(MAKE) -C selftests KDIR="$(KDIR)"
+
+check: setup
+	@scripts/check
+
+demo: setup
+	@scripts/demo
+
+bench-model: packages
+	cargo run --release -p zeronic-nic --bin bench-model
+
+clean:
+	-[ -f "$(ZN_CACHE)/kernel/current" ] && $(MAKE) -C "$(KDIR)" M="$(CURDIR)" clean
+	-$(MAKE) -C selftests clean
+	cargo clean

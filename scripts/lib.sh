@@ -1,0 +1,51 @@
+# Shared settings and helpers for the setup, build and test scripts.
+# Sourced, never run. Everything the project builds outside the checkout lives
+# under $ZN_CACHE so that a fresh clone reuses a warm kernel build.
+
+set -euo pipefail
+
+ZN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ZN_CACHE=${ZN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/zeronic}
+ZN_KVER_SERIES=${ZN_KVER_SERIES:-7.3}          # Debian's linux-source-<series>
+ZN_VENV=$ZN_CACHE/venv
+ZN_JOBS=${ZN_JOBS:-$(( $(nproc) + 1 ))}
+export PATH="$HOME/.cargo/bin:$ZN_VENV/bin:$PATH"
+
+die()  { printf 'zeronic: error: %s\n' "$*" >&2; exit 1; }
+info() { printf 'zeronic: %s\n' "$*" >&2; }
+
+# Runs "$@" and, if it fails, dies with a message naming the step.
+step() {
+	local what=$1; shift
+	"$@" || die "$what failed (command: $*)"
+}
+
+# libclang >= 17 comes from the PyPI wheel; the kernel's bindgen finds it here.
+zn_libclang_path() {
+	local p
+	p=$(ls -d "$ZN_VENV"/lib/python3*/site-packages/clang/native 2>/dev/null | head -n1) || true
+	[ -n "$p" ] || die "libclang not found in $ZN_VENV; run 'make setup'"
+	printf '%s\n' "$p"
+}
+
+# The cache key of a kernel build: upstream source version + patch series +
+# config fragment. Any change to one of them yields a new build directory.
+zn_kernel_key() {
+	local srcver=$1
+	{
+		printf '%s\n' "$srcver"
+		cat "$ZN_ROOT"/patches/*.patch 2>/dev/null || true
+		cat "$ZN_ROOT"/qemu/kernel.config
+	} | sha256sum | cut -c1-16
+}
+
+# Where the kernel tree used for module builds lives. KSRC (a user's own 7.3
+# tree, already configured and built) wins over the cache.
+zn_kdir() {
+	if [ -n "${KSRC:-}" ]; then
+		printf '%s\n' "$KSRC"
+		return
+	fi
+	[ -f "$ZN_CACHE/kernel/current" ] || die "no kernel built yet; run 'make setup'"
+	cat "$ZN_CACHE/kernel/current"
+}

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! ZeroNIC: host networking stack for a ZeroNIC-style NIC.
+//!
+//! The NIC separates the data path (payload moved by DMA between the wire and
+//! registered application memory) from the control path (headers, handled by
+//! the unmodified Linux TCP stack). This module is the kernel half of it: the
+//! PCI driver for the (emulated) NIC, its network devices, and the
+//! `/dev/zeronic` control device through which applications register memory
+//! and run zero-copy transfers. See `docs/` in the project for the design.
+//!
+//! This file holds only the module declaration; each concern has its own file.
+
+use kernel::prelude::*;
+
+mod cdev;
+
+/// Driver version. `module!` below repeats it (the macro takes literals only);
+/// the selftests check that `/sys/module/zeronic/version` and the load-time log
+/// line agree.
+const VERSION: &str = "0.1.0";
+
+module! {
+    type: ZeroNic,
+    name: "zeronic",
+    authors: ["ZeroNIC developers"],
+    description: "ZeroNIC host networking stack (zero-copy NIC driver and control device)",
+    license: "GPL",
+    version: "0.1.0",
+}
+
+/// Module state: everything that lives from load to unload.
+#[pin_data(PinnedDrop)]
+struct ZeroNic {
+    /// `/dev/zeronic`; deregistered when the module unloads.
+    #[pin]
+    control: kernel::miscdevice::MiscDeviceRegistration<cdev::ControlFile>,
+}
+
+impl kernel::InPlaceModule for ZeroNic {
+    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            control <- cdev::register(),
+            _: {
+                pr_info!(
+                    "version {} loaded, /dev/{} ready (uapi {})\n",
+                    VERSION,
+                    cdev::NAME.to_str().unwrap_or("zeronic"),
+                    cdev::UAPI_VERSION
+                );
+            },
+        })
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for ZeroNic {
+    fn drop(self: Pin<&mut Self>) {
+        pr_info!("unloaded\n");
+    }
+}
