@@ -153,8 +153,12 @@ pub const FLOW_RX_SEGMENTS: u16 = 1;
 /// offset `o` lands at ring offset `o % ring_size`, window starts at `ring_head`.
 pub const FLOW_RX_RING: u16 = 2;
 
-/// CMD_FLOW_UPDATE flag: set the ring window head to `ring_head` (forward only).
+/// CMD_FLOW_UPDATE flag: move the ring window head forward to `stream_off`
+/// (at most the cursor): bytes before it were consumed and may be overwritten.
 pub const FLOWU_RING_HEAD: u16 = 1 << 0;
+/// CMD_FLOW_UPDATE flag: move the RX cursor forward to `stream_off` (bytes
+/// the driver got by fallback and TCP accepted; they count as placed).
+pub const FLOWU_CURSOR: u16 = 1 << 1;
 
 /// IP protocol number of TCP, the only offloadable protocol.
 pub const IPPROTO_TCP: u16 = 6;
@@ -198,8 +202,9 @@ le_struct! {
         pub ring_size: u32,
         /// INSTALL with FLOW_RX_RING: ring start inside the MR.
         pub ring_offset: u64,
-        /// INSTALL/UPDATE with FLOW_RX_RING: stream offset of the window start.
-        pub ring_head: u64,
+        /// INSTALL with FLOW_RX_RING: window head (= initial cursor).
+        /// UPDATE: new ring head (FLOWU_RING_HEAD) or cursor (FLOWU_CURSOR).
+        pub stream_off: u64,
     }
 }
 
