@@ -134,6 +134,11 @@ impl Flow {
     /// Records `[start, end)` as placed and advances the cursor over any
     /// contiguous placed data; retires segments wholly below the cursor.
     pub fn mark_placed(&mut self, start: u64, end: u64) {
+        if start <= self.cursor && self.ooo.is_empty() {
+            // In-order fast path: no range bookkeeping.
+            self.advance(end);
+            return;
+        }
         let (mut s, mut e) = (start, end);
         let mut out = Vec::with_capacity(self.ooo.len() + 1);
         for &(a, b) in &self.ooo {

@@ -61,6 +61,7 @@ pub struct Tb {
     pub model: Model,
     pub drv: Vec<Drv>,
     pub now: Instant,
+    pub mtu: u32,
 }
 
 impl Tb {
@@ -69,6 +70,10 @@ impl Tb {
     }
 
     pub fn with_ram(topo: Topology, impair: Impair, ram: usize) -> Tb {
+        Self::with_opts(topo, impair, ram, 9000)
+    }
+
+    pub fn with_opts(topo: Topology, impair: Impair, ram: usize, mtu: u32) -> Tb {
         let mut bars = Vec::new();
         let model = Model::new(
             topo,
@@ -103,6 +108,7 @@ impl Tb {
             model,
             drv,
             now: Instant::now(),
+            mtu,
         };
         for g in 0..tb.drv.len() {
             tb.bring_up(g);
@@ -125,6 +131,7 @@ impl Tb {
     }
 
     pub fn bring_up(&mut self, g: usize) {
+        let mtu = self.mtu;
         let d = &mut self.drv[g];
         assert_eq!(d.bar.r32(REG_MAGIC), ZN_MAGIC);
         assert_eq!(d.bar.r32(REG_VERSION) >> 16, ZN_VERSION_MAJOR);
@@ -152,7 +159,7 @@ impl Tb {
             pq.rxbuf_size = 9100;
             pq.rxbuf_base = d.alloc(256 * 9216);
             d.ports.push(pq);
-            d.bar.w32(b + PORT_MTU, 9000);
+            d.bar.w32(b + PORT_MTU, mtu);
             d.bar.w32(b + PORT_CTRL, PORT_CTRL_ENABLE);
         }
         d.bar.w32(REG_DEV_CTRL, DEV_CTRL_ENABLE);
