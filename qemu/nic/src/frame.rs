@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::csum::{copy_sum, sum_raw, Csum};
 use crate::mem::{DmaError, GuestMem};
 
 /// Bytes of a frame after its `head`.
@@ -20,12 +21,25 @@ pub enum Tail {
     },
 }
 
+/// A TCP checksum the TX Merge Unit has not inserted yet: it is computed
+/// while the payload streams out of the sender's RAM (at placement, in the
+/// same pass as the copy; or when the wire copies the frame).
+#[derive(Clone, Copy, Debug)]
+pub struct PendingCsum {
+    /// Offset of the checksum field in `head` (currently zero).
+    pub field: usize,
+    /// Sum of the pseudo-header and the TCP header (field zero).
+    pub partial: Csum,
+}
+
 /// A frame: `head` followed by `tail`.
 pub struct Frame {
     /// Leading bytes (a whole plain frame, or the headers of a merged one).
     pub head: Vec<u8>,
     /// Remaining bytes.
     pub tail: Tail,
+    /// TCP checksum still to insert (merged frames with a payload).
+    pub csum: Option<PendingCsum>,
 }
 
 impl Frame {
@@ -34,6 +48,29 @@ impl Frame {
         Self {
             head: bytes,
             tail: Tail::None,
+            csum: None,
+        }
+    }
+
+    /// Inserts a pending checksum (one read pass over the tail).
+    pub fn finalize(&mut self) -> Result<(), DmaError> {
+        let Some(pc) = self.csum.take() else {
+            return Ok(());
+        };
+        let mut c = pc.partial;
+        let start = self.head.len();
+        self.for_pieces(start, self.len() - start, |p, n| {
+            // SAFETY: for_pieces hands out ranges valid for the call.
+            c.add_sum(unsafe { sum_raw(p, n) }, n)
+        })?;
+        self.set_csum(pc.field, c.finish());
+        Ok(())
+    }
+
+    /// Writes a checksum field value into `head`.
+    pub fn set_csum(&mut self, field: usize, v: u16) {
+        if let Some(b) = self.head.get_mut(field..field + 2) {
+            b.copy_from_slice(&v.to_le_bytes());
         }
     }
 
@@ -54,16 +91,25 @@ impl Frame {
         }
     }
 
-    /// Copies the tail into `head` (the wire must own frames it holds back).
+    /// Copies the tail into `head` (the wire must own frames it holds
+    /// back), inserting a pending checksum in the same pass.
     pub fn make_owned(&mut self) -> Result<(), DmaError> {
+        let mut c = self.csum.map(|pc| pc.partial).unwrap_or_default();
         if let Tail::Guest { mem, ext } = &self.tail {
             for &(a, l) in ext {
+                let src = mem.check(a, l)?;
                 let start = self.head.len();
                 self.head.resize(start + l as usize, 0);
-                mem.read(a, &mut self.head[start..])?;
+                // SAFETY: src..src+l is inside the guest mapping (checked);
+                // the destination was just sized to hold l bytes.
+                let s = unsafe { copy_sum(self.head[start..].as_mut_ptr(), src, l as usize) };
+                c.add_sum(s, l as usize);
             }
         }
         self.tail = Tail::None;
+        if let Some(pc) = self.csum.take() {
+            self.set_csum(pc.field, c.finish());
+        }
         Ok(())
     }
 
@@ -79,6 +125,7 @@ impl Frame {
         Self {
             head: self.head.clone(),
             tail,
+            csum: self.csum,
         }
     }
 

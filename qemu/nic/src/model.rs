@@ -121,9 +121,9 @@ impl Model {
     }
 
     fn deliver(&self, out: &mut Vec<(Endpoint, Frame)>, touched: &mut [bool], now: Instant) {
-        for (ep, f) in out.drain(..) {
+        for (ep, mut f) in out.drain(..) {
             if let Some(guest) = self.guests.get(ep.guest) {
-                lock(&guest.dev).rx_frame(ep.port, &f, now);
+                lock(&guest.dev).rx_frame(ep.port, &mut f, now);
                 touched[ep.guest] = true;
             }
         }

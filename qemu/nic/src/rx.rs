@@ -31,7 +31,7 @@ fn tcp_csum_ok(f: &Frame, t: &Tcp4) -> bool {
 
 impl Device {
     /// Receives one frame from the wire on port `p`.
-    pub fn rx_frame(&mut self, p: u32, f: &Frame, now: Instant) {
+    pub fn rx_frame(&mut self, p: u32, f: &mut Frame, now: Instant) {
         let Some(port) = self.ports.get(p as usize) else {
             return;
         };
@@ -46,18 +46,28 @@ impl Device {
             self.pstat(p, PSTAT_RX_MALFORMED, 1);
             return;
         }
-        match parse_tcp4(&f.head, len) {
+        let parsed = parse_tcp4(&f.head, len);
+        let flow = match parsed {
+            Ok(Some(t)) => self.flows.lookup(&(
+                p as u16,
+                ip_u32(t.dst),
+                t.dport,
+                ip_u32(t.src),
+                t.sport,
+            )),
+            _ => None,
+        };
+        // Only placement folds a pending TX checksum into its copy; every
+        // other path needs the frame's bytes final first.
+        if flow.is_none() && f.finalize().is_err() {
+            self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
+            return;
+        }
+        match parsed {
             Err(_) => self.pstat(p, PSTAT_RX_MALFORMED, 1),
             Ok(None) => self.rx_normal(p, f, 0, 0, now),
             Ok(Some(t)) => {
-                let key = (
-                    p as u16,
-                    ip_u32(t.dst),
-                    t.dport,
-                    ip_u32(t.src),
-                    t.sport,
-                );
-                match self.flows.lookup(&key) {
+                match flow {
                     Some(idx) => self.rx_flow(p, idx, f, &t, now),
                     None => {
                         let ok = tcp_csum_ok(f, &t);
@@ -125,7 +135,7 @@ impl Device {
     }
 
     /// RX Split Unit for a packet of installed flow `idx`.
-    fn rx_flow(&mut self, p: u32, idx: u32, f: &Frame, t: &Tcp4, now: Instant) {
+    fn rx_flow(&mut self, p: u32, idx: u32, f: &mut Frame, t: &Tcp4, now: Instant) {
         let Some(mem) = self.mem.clone() else { return };
         let pay_len = t.pay_len() as u64;
         let Some(flow) = self.flows.get_mut(idx) else {
@@ -143,6 +153,10 @@ impl Device {
         // the open entry (which is flushed first).
         let can_merge = matches!(plan, Plan::Place { start, .. } if start == old_cursor)
             && self.can_coalesce(p, idx, t, pay_len);
+        if !matches!(plan, Plan::Place { .. }) && f.finalize().is_err() {
+            self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
+            return;
+        }
         if matches!(plan, Plan::NoSpace) {
             if !tcp_csum_ok(f, t) {
                 self.pstat(p, PSTAT_RX_CSUM_ERR, 1);
@@ -179,6 +193,9 @@ impl Device {
                         // Only reachable if a segment outlived its key.
                         self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
                         self.flush_open(p, now);
+                        if f.finalize().is_err() {
+                            return;
+                        }
                         let fl = RXF_TCP | RXF_FLOW;
                         return self.rx_normal(p, f, fl, idx, now);
                     }
@@ -314,15 +331,21 @@ impl Device {
 /// Copies the payload of `f` (after `skip` bytes) into the guest extents
 /// `dst` while checksumming the segment. Some(false): bad checksum (bytes
 /// may have been written but are not reported placed); None: DMA refused.
+/// A pending TX checksum is completed from the same pass and inserted into
+/// `f.head` (the header the driver sees carries the real checksum).
 fn place(
-    f: &Frame,
+    f: &mut Frame,
     t: &Tcp4,
     skip: usize,
     dst: &[(u64, u64)],
     mem: &crate::mem::GuestMem,
 ) -> Option<bool> {
-    let mut c = pseudo_v4(t.src, t.dst, t.tcp_len() as u16);
-    f.for_pieces(t.l4_off(), t.thl + skip, |p, n| {
+    let pending = f.csum.take();
+    let (mut c, hdr_len) = match pending {
+        Some(pc) => (pc.partial, 0),
+        None => (pseudo_v4(t.src, t.dst, t.tcp_len() as u16), t.thl),
+    };
+    f.for_pieces(t.pay_off() - hdr_len, hdr_len + skip, |p, n| {
         // SAFETY: for_pieces hands out ranges valid for the call.
         c.add_sum(unsafe { sum_raw(p, n) }, n)
     })
@@ -363,5 +386,11 @@ fn place(
     if fail {
         return None;
     }
-    Some(c.folded() == 0xffff)
+    match pending {
+        Some(pc) => {
+            f.set_csum(pc.field, c.finish());
+            Some(true)
+        }
+        None => Some(c.folded() == 0xffff),
+    }
 }

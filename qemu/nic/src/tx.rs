@@ -10,9 +10,9 @@ use zeronic_hw::desc::*;
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 
-use crate::csum::{pseudo_v4, sum_raw, Csum};
+use crate::csum::{pseudo_v4, Csum};
 use crate::device::Device;
-use crate::frame::{parse_tcp4, set_ipv4_csum, Frame, Tail, ETH_HLEN, TCP_FIN, TCP_PSH};
+use crate::frame::{parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, ETH_HLEN, TCP_FIN, TCP_PSH};
 use crate::mem::GuestMem;
 use crate::mr::{MrTable, NEED_TX};
 
@@ -245,23 +245,22 @@ fn build_merge(
         h[l4 + 17] = 0;
         let mut c = pseudo_v4(t.src, t.dst, (t.thl as u64 + n) as u16);
         c.add(&h[l4..]);
-        for &(a, k) in &seg {
-            let p = mem.check(a, k).map_err(|_| ST_DMA)?;
-            // SAFETY: `p..p+k` was bounds-checked inside the mapping.
-            c.add_sum(unsafe { sum_raw(p, k as usize) }, k as usize);
+        let mut f = Frame::owned(h);
+        if seg.is_empty() {
+            f.set_csum(l4 + 16, c.finish());
+        } else {
+            // The payload checksum is folded into the pass that moves the
+            // payload (placement copy or wire copy), as a streaming NIC does.
+            f.tail = Tail::Guest {
+                mem: mem.clone(),
+                ext: seg,
+            };
+            f.csum = Some(PendingCsum {
+                field: l4 + 16,
+                partial: c,
+            });
         }
-        h[l4 + 16..l4 + 18].copy_from_slice(&c.finish().to_le_bytes());
-        frames.push(Frame {
-            head: h,
-            tail: if seg.is_empty() {
-                Tail::None
-            } else {
-                Tail::Guest {
-                    mem: mem.clone(),
-                    ext: seg,
-                }
-            },
-        });
+        frames.push(f);
     }
     Ok(frames)
 }
