@@ -144,7 +144,9 @@ impl Device {
     pub fn reset(&mut self) {
         let links: Vec<bool> = self.ports.iter().map(|p| p.link).collect();
         let resets = self.bar.r64(REG_GSTATS + 8 * GSTAT_RESETS);
-        self.bar.clear();
+        // Identity, DEV_CTRL and DEV_STATUS stay readable throughout; DEV_CTRL
+        // is cleared last, which is the driver's "reset done" signal.
+        self.bar.clear_except((REG_MAGIC, REG_DEV_STATUS + 4));
         self.cmdq = Ring::new(REG_CMDQ, 64, qid(0, QK_CMDQ));
         self.cmdcq = Ring::new(REG_CMDCQ, 16, qid(0, QK_CMDCQ));
         self.evq = Ring::new(REG_EVQ, Event::SIZE, qid(0, QK_EVQ));
@@ -162,7 +164,11 @@ impl Device {
             self.bar.w32(b + PORT_COALESCE_BYTES, DEFAULT_COALESCE_BYTES);
         }
         self.bar.w64(REG_GSTATS + 8 * GSTAT_RESETS, resets + 1);
+        self.bar.w32(REG_FATAL_CODE, 0);
+        self.bar.w32(REG_FATAL_INFO, 0);
         self.write_identity();
+        self.bar.w32(REG_DEV_CTRL, 0);
+        self.write_identity(); // ENABLED now reflects the cleared DEV_CTRL
     }
 
     fn write_identity(&self) {

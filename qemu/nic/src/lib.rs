@@ -3,6 +3,7 @@
 
 pub mod cmdq;
 pub mod csum;
+pub mod ctl;
 pub mod device;
 pub mod flow;
 pub mod frame;
@@ -12,5 +13,6 @@ pub mod model;
 pub mod mr;
 pub mod ring;
 pub mod rx;
+pub mod server;
 pub mod tx;
 pub mod wire;

@@ -125,6 +125,12 @@ impl Bar2 {
         })
     }
 
+    /// Maps an existing BAR2 object (a client's view: tests, probes).
+    pub fn from_file(file: &std::fs::File) -> Result<Self> {
+        let map = MmapRaw::map_raw(file).context("mmap BAR2")?;
+        Ok(Self { map, fd: None })
+    }
+
     /// The shared-memory fd (for the ivshmem protocol).
     pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
@@ -181,10 +187,12 @@ impl Bar2 {
         }
     }
 
-    /// Zeroes the whole register file.
-    pub fn clear(&self) {
+    /// Zeroes the register file except `[keep.0, keep.1)`.
+    pub fn clear_except(&self, keep: (usize, usize)) {
         for off in (0..self.map.len()).step_by(8) {
-            self.w64(off, 0);
+            if off < keep.0 || off >= keep.1 {
+                self.w64(off, 0);
+            }
         }
     }
 }
