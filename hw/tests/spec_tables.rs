@@ -5,6 +5,9 @@
 use std::collections::BTreeMap;
 use zeronic_hw::{cmd, desc, regs, status};
 
+/// (field name, offset, size) rows of one struct.
+type Fields = Vec<(String, usize, usize)>;
+
 fn doc() -> String {
     let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/hardware.md");
     std::fs::read_to_string(p).expect("read docs/hardware.md")
@@ -25,8 +28,14 @@ fn doc_constants(doc: &str) -> BTreeMap<String, u64> {
         let cols: Vec<&str> = line.split(" | ").collect();
         if cols.len() >= 3 && cols[0].starts_with("| `") && cols[0].ends_with('`') {
             let name = cols[0].trim_start_matches("| `").trim_end_matches('`');
-            if name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
-                assert!(m.insert(name.to_string(), parse_num(cols[1])).is_none(), "{name} twice");
+            if name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            {
+                assert!(
+                    m.insert(name.to_string(), parse_num(cols[1])).is_none(),
+                    "{name} twice"
+                );
             }
         }
     }
@@ -34,14 +43,22 @@ fn doc_constants(doc: &str) -> BTreeMap<String, u64> {
 }
 
 /// `#### `Name` (N bytes)` tables of `| offset | size | `field` | ... |`.
-fn doc_layouts(doc: &str) -> BTreeMap<String, (usize, Vec<(String, usize, usize)>)> {
+fn doc_layouts(doc: &str) -> BTreeMap<String, (usize, Fields)> {
     let mut m = BTreeMap::new();
     let mut cur: Option<String> = None;
     for line in doc.lines() {
         if let Some(h) = line.strip_prefix("#### `") {
             let (name, rest) = h.split_once('`').expect("struct heading");
-            let n = rest.trim().trim_start_matches('(').split(' ').next().expect("size");
-            m.insert(name.to_string(), (n.parse().expect("struct size"), Vec::new()));
+            let n = rest
+                .trim()
+                .trim_start_matches('(')
+                .split(' ')
+                .next()
+                .expect("size");
+            m.insert(
+                name.to_string(),
+                (n.parse().expect("struct size"), Vec::new()),
+            );
             cur = Some(name.to_string());
             continue;
         }
@@ -72,6 +89,7 @@ macro_rules! layout {
     };
 }
 
+#[allow(clippy::unnecessary_cast)] // constants of several widths
 fn code_constants() -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     m.insert("PCI_VENDOR_ID".to_string(), regs::PCI_VENDOR_ID as u64);
@@ -87,8 +105,14 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("DB_REARM".to_string(), regs::DB_REARM as u64);
     m.insert("NUM_DOORBELLS".to_string(), regs::NUM_DOORBELLS as u64);
     m.insert("ZN_MAGIC".to_string(), regs::ZN_MAGIC as u64);
-    m.insert("ZN_VERSION_MAJOR".to_string(), regs::ZN_VERSION_MAJOR as u64);
-    m.insert("ZN_VERSION_MINOR".to_string(), regs::ZN_VERSION_MINOR as u64);
+    m.insert(
+        "ZN_VERSION_MAJOR".to_string(),
+        regs::ZN_VERSION_MAJOR as u64,
+    );
+    m.insert(
+        "ZN_VERSION_MINOR".to_string(),
+        regs::ZN_VERSION_MINOR as u64,
+    );
     m.insert("ZN_VERSION".to_string(), regs::ZN_VERSION as u64);
     m.insert("BAR2_SIZE".to_string(), regs::BAR2_SIZE as u64);
     m.insert("CAP_RX_SPLIT".to_string(), regs::CAP_RX_SPLIT as u64);
@@ -112,7 +136,10 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("MAX_RING".to_string(), regs::MAX_RING as u64);
     m.insert("NUM_VECTORS".to_string(), regs::NUM_VECTORS as u64);
     m.insert("MAX_VECTORS".to_string(), regs::MAX_VECTORS as u64);
-    m.insert("DEFAULT_COALESCE_BYTES".to_string(), regs::DEFAULT_COALESCE_BYTES as u64);
+    m.insert(
+        "DEFAULT_COALESCE_BYTES".to_string(),
+        regs::DEFAULT_COALESCE_BYTES as u64,
+    );
     m.insert("REG_MAGIC".to_string(), regs::REG_MAGIC as u64);
     m.insert("REG_VERSION".to_string(), regs::REG_VERSION as u64);
     m.insert("REG_CAPS".to_string(), regs::REG_CAPS as u64);
@@ -120,12 +147,21 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("REG_MAX_MTU".to_string(), regs::REG_MAX_MTU as u64);
     m.insert("REG_NUM_VECTORS".to_string(), regs::REG_NUM_VECTORS as u64);
     m.insert("REG_MR_CAPACITY".to_string(), regs::REG_MR_CAPACITY as u64);
-    m.insert("REG_MR_MAX_PAGES".to_string(), regs::REG_MR_MAX_PAGES as u64);
-    m.insert("REG_FLOW_CAPACITY".to_string(), regs::REG_FLOW_CAPACITY as u64);
+    m.insert(
+        "REG_MR_MAX_PAGES".to_string(),
+        regs::REG_MR_MAX_PAGES as u64,
+    );
+    m.insert(
+        "REG_FLOW_CAPACITY".to_string(),
+        regs::REG_FLOW_CAPACITY as u64,
+    );
     m.insert("REG_MS_PER_FLOW".to_string(), regs::REG_MS_PER_FLOW as u64);
     m.insert("REG_MAX_RING".to_string(), regs::REG_MAX_RING as u64);
     m.insert("REG_BAR2_SIZE".to_string(), regs::REG_BAR2_SIZE as u64);
-    m.insert("REG_DMA_WINDOW_MB".to_string(), regs::REG_DMA_WINDOW_MB as u64);
+    m.insert(
+        "REG_DMA_WINDOW_MB".to_string(),
+        regs::REG_DMA_WINDOW_MB as u64,
+    );
     m.insert("REG_DEV_CTRL".to_string(), regs::REG_DEV_CTRL as u64);
     m.insert("REG_DEV_STATUS".to_string(), regs::REG_DEV_STATUS as u64);
     m.insert("REG_FATAL_CODE".to_string(), regs::REG_FATAL_CODE as u64);
@@ -136,10 +172,22 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("GSTAT_SLOTS".to_string(), regs::GSTAT_SLOTS as u64);
     m.insert("DEV_CTRL_RESET".to_string(), regs::DEV_CTRL_RESET as u64);
     m.insert("DEV_CTRL_ENABLE".to_string(), regs::DEV_CTRL_ENABLE as u64);
-    m.insert("DEV_STATUS_READY".to_string(), regs::DEV_STATUS_READY as u64);
-    m.insert("DEV_STATUS_FATAL".to_string(), regs::DEV_STATUS_FATAL as u64);
-    m.insert("DEV_STATUS_DMA_OK".to_string(), regs::DEV_STATUS_DMA_OK as u64);
-    m.insert("DEV_STATUS_ENABLED".to_string(), regs::DEV_STATUS_ENABLED as u64);
+    m.insert(
+        "DEV_STATUS_READY".to_string(),
+        regs::DEV_STATUS_READY as u64,
+    );
+    m.insert(
+        "DEV_STATUS_FATAL".to_string(),
+        regs::DEV_STATUS_FATAL as u64,
+    );
+    m.insert(
+        "DEV_STATUS_DMA_OK".to_string(),
+        regs::DEV_STATUS_DMA_OK as u64,
+    );
+    m.insert(
+        "DEV_STATUS_ENABLED".to_string(),
+        regs::DEV_STATUS_ENABLED as u64,
+    );
     m.insert("GSTAT_CMD_OK".to_string(), regs::GSTAT_CMD_OK as u64);
     m.insert("GSTAT_CMD_ERR".to_string(), regs::GSTAT_CMD_ERR as u64);
     m.insert("GSTAT_DMA_ERR".to_string(), regs::GSTAT_DMA_ERR as u64);
@@ -151,7 +199,10 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("REG_CMDQ".to_string(), regs::REG_CMDQ as u64);
     m.insert("REG_CMDCQ".to_string(), regs::REG_CMDCQ as u64);
     m.insert("REG_EVQ".to_string(), regs::REG_EVQ as u64);
-    m.insert("QUEUE_BLOCK_SIZE".to_string(), regs::QUEUE_BLOCK_SIZE as u64);
+    m.insert(
+        "QUEUE_BLOCK_SIZE".to_string(),
+        regs::QUEUE_BLOCK_SIZE as u64,
+    );
     m.insert("Q_BASE".to_string(), regs::Q_BASE as u64);
     m.insert("Q_SIZE".to_string(), regs::Q_SIZE as u64);
     m.insert("Q_CTRL".to_string(), regs::Q_CTRL as u64);
@@ -160,7 +211,10 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("Q_STATUS".to_string(), regs::Q_STATUS as u64);
     m.insert("Q_ERROR".to_string(), regs::Q_ERROR as u64);
     m.insert("Q_CTRL_ENABLE".to_string(), regs::Q_CTRL_ENABLE as u64);
-    m.insert("Q_STATUS_ENABLED".to_string(), regs::Q_STATUS_ENABLED as u64);
+    m.insert(
+        "Q_STATUS_ENABLED".to_string(),
+        regs::Q_STATUS_ENABLED as u64,
+    );
     m.insert("Q_STATUS_ERROR".to_string(), regs::Q_STATUS_ERROR as u64);
     m.insert("REG_VECTORS".to_string(), regs::REG_VECTORS as u64);
     m.insert("VEC_BLOCK_SIZE".to_string(), regs::VEC_BLOCK_SIZE as u64);
@@ -175,7 +229,10 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("PORT_MTU".to_string(), regs::PORT_MTU as u64);
     m.insert("PORT_MAC_LO".to_string(), regs::PORT_MAC_LO as u64);
     m.insert("PORT_MAC_HI".to_string(), regs::PORT_MAC_HI as u64);
-    m.insert("PORT_COALESCE_BYTES".to_string(), regs::PORT_COALESCE_BYTES as u64);
+    m.insert(
+        "PORT_COALESCE_BYTES".to_string(),
+        regs::PORT_COALESCE_BYTES as u64,
+    );
     m.insert("PORT_LINK".to_string(), regs::PORT_LINK as u64);
     m.insert("PORT_TXQ".to_string(), regs::PORT_TXQ as u64);
     m.insert("PORT_TXCQ".to_string(), regs::PORT_TXCQ as u64);
@@ -184,33 +241,90 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("PORT_HDRQ".to_string(), regs::PORT_HDRQ as u64);
     m.insert("PORT_STATS".to_string(), regs::PORT_STATS as u64);
     m.insert("PSTAT_SLOTS".to_string(), regs::PSTAT_SLOTS as u64);
-    m.insert("PORT_CTRL_ENABLE".to_string(), regs::PORT_CTRL_ENABLE as u64);
+    m.insert(
+        "PORT_CTRL_ENABLE".to_string(),
+        regs::PORT_CTRL_ENABLE as u64,
+    );
     m.insert("PSTAT_TX_FRAMES".to_string(), regs::PSTAT_TX_FRAMES as u64);
     m.insert("PSTAT_TX_BYTES".to_string(), regs::PSTAT_TX_BYTES as u64);
     m.insert("PSTAT_TX_ERRORS".to_string(), regs::PSTAT_TX_ERRORS as u64);
-    m.insert("PSTAT_TX_MERGE_BYTES".to_string(), regs::PSTAT_TX_MERGE_BYTES as u64);
+    m.insert(
+        "PSTAT_TX_MERGE_BYTES".to_string(),
+        regs::PSTAT_TX_MERGE_BYTES as u64,
+    );
     m.insert("PSTAT_RX_FRAMES".to_string(), regs::PSTAT_RX_FRAMES as u64);
     m.insert("PSTAT_RX_BYTES".to_string(), regs::PSTAT_RX_BYTES as u64);
     m.insert("PSTAT_RX_NORMAL".to_string(), regs::PSTAT_RX_NORMAL as u64);
     m.insert("PSTAT_RX_SPLIT".to_string(), regs::PSTAT_RX_SPLIT as u64);
-    m.insert("PSTAT_RX_PLACED_BYTES".to_string(), regs::PSTAT_RX_PLACED_BYTES as u64);
-    m.insert("PSTAT_RX_DUP_BYTES".to_string(), regs::PSTAT_RX_DUP_BYTES as u64);
-    m.insert("PSTAT_RX_FALLBACK".to_string(), regs::PSTAT_RX_FALLBACK as u64);
-    m.insert("PSTAT_RX_CSUM_ERR".to_string(), regs::PSTAT_RX_CSUM_ERR as u64);
+    m.insert(
+        "PSTAT_RX_PLACED_BYTES".to_string(),
+        regs::PSTAT_RX_PLACED_BYTES as u64,
+    );
+    m.insert(
+        "PSTAT_RX_DUP_BYTES".to_string(),
+        regs::PSTAT_RX_DUP_BYTES as u64,
+    );
+    m.insert(
+        "PSTAT_RX_FALLBACK".to_string(),
+        regs::PSTAT_RX_FALLBACK as u64,
+    );
+    m.insert(
+        "PSTAT_RX_CSUM_ERR".to_string(),
+        regs::PSTAT_RX_CSUM_ERR as u64,
+    );
     m.insert("PSTAT_RX_NO_BUF".to_string(), regs::PSTAT_RX_NO_BUF as u64);
-    m.insert("PSTAT_RX_HDRQ_FULL".to_string(), regs::PSTAT_RX_HDRQ_FULL as u64);
-    m.insert("PSTAT_RX_MALFORMED".to_string(), regs::PSTAT_RX_MALFORMED as u64);
-    m.insert("PSTAT_RX_BUF_SMALL".to_string(), regs::PSTAT_RX_BUF_SMALL as u64);
-    m.insert("PSTAT_HDRQ_ENTRIES".to_string(), regs::PSTAT_HDRQ_ENTRIES as u64);
-    m.insert("PSTAT_RX_COALESCED".to_string(), regs::PSTAT_RX_COALESCED as u64);
-    m.insert("PSTAT_RX_PLACE_ERR".to_string(), regs::PSTAT_RX_PLACE_ERR as u64);
-    m.insert("PSTAT_TX_BAD_DESC".to_string(), regs::PSTAT_TX_BAD_DESC as u64);
-    m.insert("PSTAT_TX_DMA_ERR".to_string(), regs::PSTAT_TX_DMA_ERR as u64);
-    m.insert("PSTAT_TX_KEY_ERR".to_string(), regs::PSTAT_TX_KEY_ERR as u64);
-    m.insert("PSTAT_TX_NO_LINK".to_string(), regs::PSTAT_TX_NO_LINK as u64);
-    m.insert("PSTAT_TX_TSO_FRAMES".to_string(), regs::PSTAT_TX_TSO_FRAMES as u64);
-    m.insert("PSTAT_RX_DUP_FRAMES".to_string(), regs::PSTAT_RX_DUP_FRAMES as u64);
-    m.insert("PSTAT_RX_OOO_FRAMES".to_string(), regs::PSTAT_RX_OOO_FRAMES as u64);
+    m.insert(
+        "PSTAT_RX_HDRQ_FULL".to_string(),
+        regs::PSTAT_RX_HDRQ_FULL as u64,
+    );
+    m.insert(
+        "PSTAT_RX_MALFORMED".to_string(),
+        regs::PSTAT_RX_MALFORMED as u64,
+    );
+    m.insert(
+        "PSTAT_RX_BUF_SMALL".to_string(),
+        regs::PSTAT_RX_BUF_SMALL as u64,
+    );
+    m.insert(
+        "PSTAT_HDRQ_ENTRIES".to_string(),
+        regs::PSTAT_HDRQ_ENTRIES as u64,
+    );
+    m.insert(
+        "PSTAT_RX_COALESCED".to_string(),
+        regs::PSTAT_RX_COALESCED as u64,
+    );
+    m.insert(
+        "PSTAT_RX_PLACE_ERR".to_string(),
+        regs::PSTAT_RX_PLACE_ERR as u64,
+    );
+    m.insert(
+        "PSTAT_TX_BAD_DESC".to_string(),
+        regs::PSTAT_TX_BAD_DESC as u64,
+    );
+    m.insert(
+        "PSTAT_TX_DMA_ERR".to_string(),
+        regs::PSTAT_TX_DMA_ERR as u64,
+    );
+    m.insert(
+        "PSTAT_TX_KEY_ERR".to_string(),
+        regs::PSTAT_TX_KEY_ERR as u64,
+    );
+    m.insert(
+        "PSTAT_TX_NO_LINK".to_string(),
+        regs::PSTAT_TX_NO_LINK as u64,
+    );
+    m.insert(
+        "PSTAT_TX_TSO_FRAMES".to_string(),
+        regs::PSTAT_TX_TSO_FRAMES as u64,
+    );
+    m.insert(
+        "PSTAT_RX_DUP_FRAMES".to_string(),
+        regs::PSTAT_RX_DUP_FRAMES as u64,
+    );
+    m.insert(
+        "PSTAT_RX_OOO_FRAMES".to_string(),
+        regs::PSTAT_RX_OOO_FRAMES as u64,
+    );
     m.insert("ST_OK".to_string(), status::ST_OK as u64);
     m.insert("ST_BAD_OPCODE".to_string(), status::ST_BAD_OPCODE as u64);
     m.insert("ST_BAD_DESC".to_string(), status::ST_BAD_DESC as u64);
@@ -226,7 +340,10 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("ST_CSUM".to_string(), status::ST_CSUM as u64);
     m.insert("ST_PORT".to_string(), status::ST_PORT as u64);
     m.insert("ST_UNSUPPORTED".to_string(), status::ST_UNSUPPORTED as u64);
-    m.insert("ST_QUEUE_CONFIG".to_string(), status::ST_QUEUE_CONFIG as u64);
+    m.insert(
+        "ST_QUEUE_CONFIG".to_string(),
+        status::ST_QUEUE_CONFIG as u64,
+    );
     m.insert("EV_QUEUE_ERROR".to_string(), status::EV_QUEUE_ERROR as u64);
     m.insert("EV_FATAL".to_string(), status::EV_FATAL as u64);
     m.insert("EV_LINK".to_string(), status::EV_LINK as u64);
@@ -240,7 +357,10 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("QK_EVQ".to_string(), status::QK_EVQ as u64);
     m.insert("TX_OP_PLAIN".to_string(), desc::TX_OP_PLAIN as u64);
     m.insert("TX_OP_MERGE".to_string(), desc::TX_OP_MERGE as u64);
-    m.insert("TXF_CSUM_PARTIAL".to_string(), desc::TXF_CSUM_PARTIAL as u64);
+    m.insert(
+        "TXF_CSUM_PARTIAL".to_string(),
+        desc::TXF_CSUM_PARTIAL as u64,
+    );
     m.insert("TXF_TSO".to_string(), desc::TXF_TSO as u64);
     m.insert("TXF_ALL".to_string(), desc::TXF_ALL as u64);
     m.insert("RXF_TCP".to_string(), desc::RXF_TCP as u64);
@@ -261,8 +381,14 @@ fn code_constants() -> BTreeMap<String, u64> {
     m.insert("CMD_FLOW_UPDATE".to_string(), cmd::CMD_FLOW_UPDATE as u64);
     m.insert("CMD_FLOW_REMOVE".to_string(), cmd::CMD_FLOW_REMOVE as u64);
     m.insert("CMD_MS_POST".to_string(), cmd::CMD_MS_POST as u64);
-    m.insert("MR_ACCESS_LOCAL_READ".to_string(), cmd::MR_ACCESS_LOCAL_READ as u64);
-    m.insert("MR_ACCESS_LOCAL_WRITE".to_string(), cmd::MR_ACCESS_LOCAL_WRITE as u64);
+    m.insert(
+        "MR_ACCESS_LOCAL_READ".to_string(),
+        cmd::MR_ACCESS_LOCAL_READ as u64,
+    );
+    m.insert(
+        "MR_ACCESS_LOCAL_WRITE".to_string(),
+        cmd::MR_ACCESS_LOCAL_WRITE as u64,
+    );
     m.insert("MR_ACCESS_ALL".to_string(), cmd::MR_ACCESS_ALL as u64);
     m.insert("FLOW_RX_SEGMENTS".to_string(), cmd::FLOW_RX_SEGMENTS as u64);
     m.insert("FLOW_RX_RING".to_string(), cmd::FLOW_RX_RING as u64);
@@ -274,19 +400,123 @@ fn code_constants() -> BTreeMap<String, u64> {
     m
 }
 
-fn code_layouts() -> Vec<(String, usize, Vec<(String, usize, usize)>)> {
+fn code_layouts() -> Vec<(String, usize, Fields)> {
     vec![
-        layout!(desc::TxDesc, opcode, flags, buf_len, buf_addr, csum_start, csum_offset, mss, rsvd0, mr_key, pay_len, mr_offset, cookie, rsvd1, rsvd2),
+        layout!(
+            desc::TxDesc,
+            opcode,
+            flags,
+            buf_len,
+            buf_addr,
+            csum_start,
+            csum_offset,
+            mss,
+            rsvd0,
+            mr_key,
+            pay_len,
+            mr_offset,
+            cookie,
+            rsvd1,
+            rsvd2
+        ),
         layout!(desc::TxCompletion, cookie, index, status, frames),
         layout!(desc::RxBufDesc, addr, len, rsvd0),
-        layout!(desc::RxCompletion, index, len, status, flags, flow, rsvd0, rsvd1),
-        layout!(desc::HdrEntry, status, flags, flow, seq, len, stream_off, cursor, placed, nsegs, hdr_len, port, tcp_flags, rsvd0, rsvd1, rsvd2),
+        layout!(
+            desc::RxCompletion,
+            index,
+            len,
+            status,
+            flags,
+            flow,
+            rsvd0,
+            rsvd1
+        ),
+        layout!(
+            desc::HdrEntry,
+            status,
+            flags,
+            flow,
+            seq,
+            len,
+            stream_off,
+            cursor,
+            placed,
+            nsegs,
+            hdr_len,
+            port,
+            tcp_flags,
+            rsvd0,
+            rsvd1,
+            rsvd2
+        ),
         layout!(desc::Event, code, port, info, detail),
         layout!(cmd::CmdHeader, opcode, flags, cookie),
-        layout!(cmd::CmdMrReg, opcode, flags, cookie, access, npages, first_off, rsvd0, length, page_list, rsvd1, rsvd2, rsvd3),
-        layout!(cmd::CmdMrInval, opcode, flags, cookie, key, rsvd0, rsvd1, rsvd2, rsvd3, rsvd4, rsvd5, rsvd6),
-        layout!(cmd::CmdFlow, opcode, flags, cookie, flow, port, proto, local_ip, remote_ip, local_port, remote_port, rx_isn, tx_isn, mode, rsvd0, ring_key, ring_size, ring_offset, stream_off),
-        layout!(cmd::CmdMsPost, opcode, flags, cookie, flow, dir, rsvd0, mr_key, len, mr_offset, seg_cookie, rsvd1, rsvd2, rsvd3),
+        layout!(
+            cmd::CmdMrReg,
+            opcode,
+            flags,
+            cookie,
+            access,
+            npages,
+            first_off,
+            rsvd0,
+            length,
+            page_list,
+            rsvd1,
+            rsvd2,
+            rsvd3
+        ),
+        layout!(
+            cmd::CmdMrInval,
+            opcode,
+            flags,
+            cookie,
+            key,
+            rsvd0,
+            rsvd1,
+            rsvd2,
+            rsvd3,
+            rsvd4,
+            rsvd5,
+            rsvd6
+        ),
+        layout!(
+            cmd::CmdFlow,
+            opcode,
+            flags,
+            cookie,
+            flow,
+            port,
+            proto,
+            local_ip,
+            remote_ip,
+            local_port,
+            remote_port,
+            rx_isn,
+            tx_isn,
+            mode,
+            rsvd0,
+            ring_key,
+            ring_size,
+            ring_offset,
+            stream_off
+        ),
+        layout!(
+            cmd::CmdMsPost,
+            opcode,
+            flags,
+            cookie,
+            flow,
+            dir,
+            rsvd0,
+            mr_key,
+            len,
+            mr_offset,
+            seg_cookie,
+            rsvd1,
+            rsvd2,
+            rsvd3
+        ),
         layout!(cmd::CmdCompletion, cookie, opcode, status, result, result2),
     ]
 }
@@ -315,11 +545,19 @@ fn spec_constants_match_code() {
     let doc = doc_constants(&doc());
     let code = code_constants();
     for name in source_constants() {
-        assert!(code.contains_key(&name), "{name}: add it to code_constants()");
-        assert!(doc.contains_key(&name), "{name}: not documented in docs/hardware.md");
+        assert!(
+            code.contains_key(&name),
+            "{name}: add it to code_constants()"
+        );
+        assert!(
+            doc.contains_key(&name),
+            "{name}: not documented in docs/hardware.md"
+        );
     }
     for (name, v) in &doc {
-        let c = code.get(name).unwrap_or_else(|| panic!("docs name unknown constant {name}"));
+        let c = code
+            .get(name)
+            .unwrap_or_else(|| panic!("docs name unknown constant {name}"));
         assert_eq!(v, c, "{name}: spec says {v:#x}, code has {c:#x}");
     }
 }
@@ -330,7 +568,9 @@ fn spec_layouts_match_code() {
     let code = code_layouts();
     assert_eq!(doc.len(), code.len(), "struct tables in the spec");
     for (name, size, fields) in code {
-        let (dsize, dfields) = doc.get(&name).unwrap_or_else(|| panic!("{name} not in spec"));
+        let (dsize, dfields) = doc
+            .get(&name)
+            .unwrap_or_else(|| panic!("{name} not in spec"));
         assert_eq!(*dsize, size, "{name} size");
         assert_eq!(dfields, &fields, "{name} fields (name, offset, size)");
         let sum: usize = fields.iter().map(|f| f.2).sum();

@@ -36,6 +36,9 @@ fn encode_is_little_endian_and_round_trips() {
     assert_eq!(zeronic_hw::desc::TxDesc::decode(&b), d);
     // Field offsets are what the spec tables say.
     assert_eq!(core::mem::offset_of!(zeronic_hw::desc::TxDesc, mr_key), 24);
-    assert_eq!(core::mem::offset_of!(zeronic_hw::desc::HdrEntry, cursor), 24);
+    assert_eq!(
+        core::mem::offset_of!(zeronic_hw::desc::HdrEntry, cursor),
+        24
+    );
     assert_eq!(&zeronic_hw::regs::ZN_MAGIC.to_le_bytes(), b"ZNIC");
 }

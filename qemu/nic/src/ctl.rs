@@ -52,7 +52,9 @@ pub fn execute(model: &Model, line: &str) -> Result<String> {
 
 fn handle(model: &Model, s: UnixStream) -> Result<()> {
     let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line).context("read command")?;
+    BufReader::new(&s)
+        .read_line(&mut line)
+        .context("read command")?;
     let reply = match execute(model, line.trim()) {
         Ok(r) => r,
         Err(e) => format!("error: {e:#}\n"),
@@ -84,7 +86,8 @@ pub fn start(model: Arc<Model>, path: &Path) -> Result<()> {
 /// Client side: sends one command and returns the reply.
 pub fn send(path: &Path, line: &str) -> Result<String> {
     let mut s = UnixStream::connect(path).with_context(|| format!("connect {}", path.display()))?;
-    s.write_all(format!("{line}\n").as_bytes()).context("send command")?;
+    s.write_all(format!("{line}\n").as_bytes())
+        .context("send command")?;
     s.shutdown(std::net::Shutdown::Write).context("shutdown")?;
     let mut r = String::new();
     s.read_to_string(&mut r).context("read reply")?;

@@ -161,7 +161,8 @@ impl Device {
         for p in 0..self.nports {
             let b = port_block(p);
             self.bar.w32(b + PORT_MTU, DEFAULT_MTU);
-            self.bar.w32(b + PORT_COALESCE_BYTES, DEFAULT_COALESCE_BYTES);
+            self.bar
+                .w32(b + PORT_COALESCE_BYTES, DEFAULT_COALESCE_BYTES);
         }
         self.bar.w64(REG_GSTATS + 8 * GSTAT_RESETS, resets + 1);
         self.bar.w32(REG_FATAL_CODE, 0);

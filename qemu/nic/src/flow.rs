@@ -249,7 +249,11 @@ impl FlowTable {
         if self.index.contains_key(&key) {
             return Err(ST_EXISTS);
         }
-        let idx = self.slots.iter().position(|s| s.is_none()).ok_or(ST_NO_SPACE)?;
+        let idx = self
+            .slots
+            .iter()
+            .position(|s| s.is_none())
+            .ok_or(ST_NO_SPACE)?;
         let cursor = ring.map_or(0, |r| r.head);
         self.slots[idx] = Some(Flow {
             key,

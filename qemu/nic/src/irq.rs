@@ -24,7 +24,9 @@ pub struct CountIrq(pub [AtomicU64; 16]);
 impl CountIrq {
     /// Interrupts raised on `v` so far.
     pub fn count(&self, v: u32) -> u64 {
-        self.0.get(v as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+        self.0
+            .get(v as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 }
 

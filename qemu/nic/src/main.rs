@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use zeronic_nic::ctl;
 use zeronic_nic::mem::Bar2;
 use zeronic_nic::model::{Model, Topology};
 use zeronic_nic::server::{self, GuestCfg};
 use zeronic_nic::wire::Impair;
-use zeronic_nic::ctl;
 
 #[derive(Parser)]
 #[command(version, about = "Emulated ZeroNIC behind QEMU ivshmem-doorbell")]
@@ -70,7 +70,10 @@ fn run(
         .collect::<Result<Vec<_>>>()?;
     let (n, ports) = topology.shape();
     if cfgs.len() != n {
-        bail!("topology {topology:?} needs {n} --guest, got {}", cfgs.len());
+        bail!(
+            "topology {topology:?} needs {n} --guest, got {}",
+            cfgs.len()
+        );
     }
     let need = 1 + 2 * ports;
     if vectors < need.max(zeronic_hw::regs::NUM_DOORBELLS) || vectors > 64 {
@@ -82,13 +85,21 @@ fn run(
     let model = Arc::new(Model::new(
         topology,
         &names,
-        |g| Ok(Arc::new(Bar2::memfd(&format!("zeronic-bar2-{}", names[g]))?)),
+        |g| {
+            Ok(Arc::new(Bar2::memfd(&format!(
+                "zeronic-bar2-{}",
+                names[g]
+            ))?))
+        },
         impair,
         seed,
     )?);
     server::start(model.clone(), &cfgs, vectors)?;
     ctl::start(model.clone(), &ctl_path)?;
-    log::info!("zeronic-nic running: topology {topology:?}, control {}", ctl_path.display());
+    log::info!(
+        "zeronic-nic running: topology {topology:?}, control {}",
+        ctl_path.display()
+    );
     loop {
         std::thread::park();
     }

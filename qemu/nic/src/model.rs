@@ -96,9 +96,7 @@ impl Model {
     /// One scan of guest `g`: control path, TX, delivery, wire, interrupts.
     /// Returns the next instant something is due (moderation, wire).
     pub fn poll(&self, g: usize, now: Instant) -> Option<Instant> {
-        let Some(guest) = self.guests.get(g) else {
-            return None;
-        };
+        let guest = self.guests.get(g)?;
         let mut jobs: Vec<TxJob> = Vec::new();
         {
             let mut d = lock(&guest.dev);
@@ -109,7 +107,10 @@ impl Model {
         touched[g] = true;
         let mut out = Vec::new();
         for j in &mut jobs {
-            let from = Endpoint { guest: g, port: j.port };
+            let from = Endpoint {
+                guest: g,
+                port: j.port,
+            };
             for f in j.frames.drain(..) {
                 lock(&self.wire).send(from, f, now, &mut out);
                 self.deliver(&mut out, &mut touched, now);
@@ -190,7 +191,12 @@ impl Model {
             }
         }
         for (from, to, cfg, c) in lock(&self.wire).counters() {
-            let name = |e: Endpoint| self.guests.get(e.guest).map_or("?", |g| g.name.as_str()).to_string();
+            let name = |e: Endpoint| {
+                self.guests
+                    .get(e.guest)
+                    .map_or("?", |g| g.name.as_str())
+                    .to_string()
+            };
             let _ = writeln!(
                 s,
                 "wire {}:{}->{}:{} loss={} reorder={} dup={} delay={}us rate={} sent={} bytes={} delivered={} lost={} duplicated={} reordered={} delayed={} queue_drops={}",

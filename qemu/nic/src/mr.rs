@@ -68,7 +68,11 @@ impl MrTable {
         if span > npages as u64 * MR_PAGE_SIZE || span <= (npages as u64 - 1) * MR_PAGE_SIZE {
             return Err(ST_BAD_DESC);
         }
-        let idx = self.slots.iter().position(|s| s.is_none()).ok_or(ST_NO_SPACE)?;
+        let idx = self
+            .slots
+            .iter()
+            .position(|s| s.is_none())
+            .ok_or(ST_NO_SPACE)?;
         let mut list = vec![0u8; npages as usize * 8];
         mem.read(page_list, &mut list).map_err(|_| ST_DMA)?;
         let mut ext: Vec<(u64, u64, u64)> = Vec::new();

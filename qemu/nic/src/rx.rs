@@ -48,13 +48,10 @@ impl Device {
         }
         let parsed = parse_tcp4(&f.head, len);
         let flow = match parsed {
-            Ok(Some(t)) => self.flows.lookup(&(
-                p as u16,
-                ip_u32(t.dst),
-                t.dport,
-                ip_u32(t.src),
-                t.sport,
-            )),
+            Ok(Some(t)) => {
+                self.flows
+                    .lookup(&(p as u16, ip_u32(t.dst), t.dport, ip_u32(t.src), t.sport))
+            }
             _ => None,
         };
         // Only placement folds a pending TX checksum into its copy; every
@@ -66,16 +63,14 @@ impl Device {
         match parsed {
             Err(_) => self.pstat(p, PSTAT_RX_MALFORMED, 1),
             Ok(None) => self.rx_normal(p, f, 0, 0, now),
-            Ok(Some(t)) => {
-                match flow {
-                    Some(idx) => self.rx_flow(p, idx, f, &t, now),
-                    None => {
-                        let ok = tcp_csum_ok(f, &t);
-                        let fl = RXF_TCP | if ok { RXF_CSUM_OK } else { RXF_CSUM_BAD };
-                        self.rx_normal(p, f, fl, 0, now)
-                    }
+            Ok(Some(t)) => match flow {
+                Some(idx) => self.rx_flow(p, idx, f, &t, now),
+                None => {
+                    let ok = tcp_csum_ok(f, &t);
+                    let fl = RXF_TCP | if ok { RXF_CSUM_OK } else { RXF_CSUM_BAD };
+                    self.rx_normal(p, f, fl, 0, now)
                 }
-            }
+            },
         }
     }
 
@@ -308,10 +303,7 @@ impl Device {
         slot[..HdrEntry::SIZE].copy_from_slice(&open.meta.encode());
         let n = open.hdr.len().min(HDRQ_HDR_MAX);
         slot[HDRQ_HDR_OFFSET..HDRQ_HDR_OFFSET + n].copy_from_slice(&open.hdr[..n]);
-        if self.ports[p as usize]
-            .hdrq
-            .produce(&self.bar, &mem, &slot)
-        {
+        if self.ports[p as usize].hdrq.produce(&self.bar, &mem, &slot) {
             self.pstat(p, PSTAT_HDRQ_ENTRIES, 1);
             self.note_entry(vec_rx(p), now);
         } else {

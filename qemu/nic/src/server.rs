@@ -110,7 +110,14 @@ fn map_ram(path: &Path) -> Option<Arc<GuestMem>> {
 }
 
 /// Serves one guest connection until it closes.
-fn serve(model: &Model, g: usize, cfg: &GuestCfg, vectors: u32, db: &Doorbells, sock: UnixStream) -> Result<()> {
+fn serve(
+    model: &Model,
+    g: usize,
+    cfg: &GuestCfg,
+    vectors: u32,
+    db: &Doorbells,
+    sock: UnixStream,
+) -> Result<()> {
     let guest = &model.guests[g];
     let bar = lock(&guest.dev).bar.clone();
     let Some(shm) = bar.fd() else {
@@ -158,7 +165,14 @@ fn serve(model: &Model, g: usize, cfg: &GuestCfg, vectors: u32, db: &Doorbells, 
     Ok(())
 }
 
-fn accept_loop(model: Arc<Model>, g: usize, cfg: GuestCfg, vectors: u32, db: Doorbells, l: UnixListener) {
+fn accept_loop(
+    model: Arc<Model>,
+    g: usize,
+    cfg: GuestCfg,
+    vectors: u32,
+    db: Doorbells,
+    l: UnixListener,
+) {
     for conn in l.incoming() {
         match conn {
             Ok(sock) => {
@@ -196,7 +210,10 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
             wait = wait.min(n.saturating_duration_since(Instant::now()));
         }
         let ms = wait.as_millis().min(1) as u16;
-        let mut pfds: Vec<PollFd> = fds.iter().map(|f| PollFd::new(f.as_fd(), PollFlags::POLLIN)).collect();
+        let mut pfds: Vec<PollFd> = fds
+            .iter()
+            .map(|f| PollFd::new(f.as_fd(), PollFlags::POLLIN))
+            .collect();
         let rung = match poll(&mut pfds, PollTimeout::from(ms)) {
             Ok(n) => n,
             Err(e) => {
@@ -216,7 +233,11 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
             let mut d = lock(&model.guests[g].dev);
             if d.mem.is_none() {
                 if let Some(m) = map_ram(&ram) {
-                    log::info!("guest {}: RAM mapped ({} MiB)", model.guests[g].name, m.len() >> 20);
+                    log::info!(
+                        "guest {}: RAM mapped ({} MiB)",
+                        model.guests[g].name,
+                        m.len() >> 20
+                    );
                     d.set_mem(m);
                 }
             }
@@ -230,7 +251,8 @@ fn wire_pump(model: Arc<Model>) {
     loop {
         let next = model.pump(Instant::now());
         let wait = next.map_or(Duration::from_millis(1), |n| {
-            n.saturating_duration_since(Instant::now()).min(Duration::from_millis(1))
+            n.saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(1))
         });
         thread::sleep(wait.max(Duration::from_micros(20)));
     }
@@ -245,7 +267,9 @@ pub fn start(model: Arc<Model>, guests: &[GuestCfg], vectors: u32) -> Result<()>
         match std::fs::remove_file(&cfg.socket) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("remove stale {}", cfg.socket.display())),
+            Err(e) => {
+                return Err(e).with_context(|| format!("remove stale {}", cfg.socket.display()))
+            }
         }
         let l = UnixListener::bind(&cfg.socket)
             .with_context(|| format!("bind {}", cfg.socket.display()))?;

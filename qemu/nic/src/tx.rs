@@ -12,7 +12,9 @@ use zeronic_hw::status::*;
 
 use crate::csum::{pseudo_v4, Csum};
 use crate::device::Device;
-use crate::frame::{parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, ETH_HLEN, TCP_FIN, TCP_PSH};
+use crate::frame::{
+    parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, ETH_HLEN, TCP_FIN, TCP_PSH,
+};
 use crate::mem::GuestMem;
 use crate::mr::{MrTable, NEED_TX};
 
@@ -190,7 +192,11 @@ fn build_merge(
     let hl = (t.ihl + t.thl) as u32;
     let pay = d.pay_len as u64;
     let mss = if d.flags & TXF_TSO != 0 {
-        let m = if d.mss != 0 { d.mss as u32 } else { mtu.saturating_sub(hl) };
+        let m = if d.mss != 0 {
+            d.mss as u32
+        } else {
+            mtu.saturating_sub(hl)
+        };
         if m == 0 || hl + m > mtu {
             return Err(ST_BAD_DESC);
         }

@@ -179,7 +179,7 @@ impl Wire {
                     from,
                     to,
                     cfg,
-                    rng: fastrand::Rng::with_seed(seed ^ ((i * 2 + j) as u64 + 1) * 0x9e37_79b9),
+                    rng: fastrand::Rng::with_seed(seed ^ (((i * 2 + j) as u64 + 1) * 0x9e37_79b9)),
                     next_free: None,
                     queued: 0,
                     cnt: WireCounters::default(),
@@ -200,7 +200,11 @@ impl Wire {
 
     /// Changes impairments of every direction (`from` = None) or of the
     /// direction leaving `from`.
-    pub fn set(&mut self, from: Option<Endpoint>, f: impl Fn(&mut Impair) -> Result<()>) -> Result<()> {
+    pub fn set(
+        &mut self,
+        from: Option<Endpoint>,
+        f: impl Fn(&mut Impair) -> Result<()>,
+    ) -> Result<()> {
         for d in &mut self.dirs {
             if from.is_none_or(|e| e == d.from) {
                 f(&mut d.cfg)?;
@@ -211,11 +215,20 @@ impl Wire {
 
     /// Counters and settings per direction.
     pub fn counters(&self) -> Vec<(Endpoint, Endpoint, Impair, WireCounters)> {
-        self.dirs.iter().map(|d| (d.from, d.to, d.cfg, d.cnt)).collect()
+        self.dirs
+            .iter()
+            .map(|d| (d.from, d.to, d.cfg, d.cnt))
+            .collect()
     }
 
     /// Offers a frame leaving `from`; frames to deliver now go to `out`.
-    pub fn send(&mut self, from: Endpoint, frame: Frame, now: Instant, out: &mut Vec<(Endpoint, Frame)>) {
+    pub fn send(
+        &mut self,
+        from: Endpoint,
+        frame: Frame,
+        now: Instant,
+        out: &mut Vec<(Endpoint, Frame)>,
+    ) {
         let Some(di) = self.dirs.iter().position(|d| d.from == from) else {
             return; // no cable
         };
@@ -248,9 +261,10 @@ impl Wire {
             };
             let Some(mut f) = f else { return };
             let mut at = now;
-            if d.cfg.rate > 0 {
+            let bits = (len as u64 * 8).saturating_mul(1_000_000_000);
+            if let Some(ns) = bits.checked_div(d.cfg.rate) {
                 let start = d.next_free.map_or(now, |t| t.max(now));
-                let tx = Duration::from_nanos((len as u64 * 8).saturating_mul(1_000_000_000) / d.cfg.rate);
+                let tx = Duration::from_nanos(ns);
                 d.next_free = Some(start + tx);
                 at = start + tx;
             }

@@ -43,7 +43,10 @@ fn plain_frames_pass_whole_with_flags() {
     let tx = tb.drv[0].reap_tx(0);
     assert_eq!(tx.len(), 3);
     for (i, c) in tx.iter().enumerate() {
-        assert_eq!((c.status, c.frames, c.cookie, c.index), (ST_OK, 1, i as u64 + 1, i as u32));
+        assert_eq!(
+            (c.status, c.frames, c.cookie, c.index),
+            (ST_OK, 1, i as u64 + 1, i as u32)
+        );
     }
     let rx = tb.drv[1].reap_rx(0);
     assert_eq!(rx.len(), 3);
@@ -109,7 +112,9 @@ fn checksum_partial_is_inserted() {
 fn setup_flow(tb: &mut Tb, data: &[u8], cap: u64, rx_isn: u32) -> (u32, u64, u32, u64, u32) {
     let sbase = tb.drv[0].alloc(data.len() as u64);
     tb.drv[0].mem.write(sbase, data).unwrap();
-    let skey = tb.reg_mr(0, sbase, data.len() as u64, MR_ACCESS_LOCAL_READ).unwrap();
+    let skey = tb
+        .reg_mr(0, sbase, data.len() as u64, MR_ACCESS_LOCAL_READ)
+        .unwrap();
     let guard = tb.drv[1].alloc(4096);
     let rbase = tb.drv[1].alloc(cap);
     let guard2 = tb.drv[1].alloc(4096);
@@ -170,7 +175,10 @@ fn merge_tso_places_by_sequence_and_coalesces() {
     // Header of the last packet: seq of the last segment, real IP length.
     let last = &h[3].1;
     assert_eq!(last.len(), 54);
-    assert_eq!(u32::from_be_bytes(last[38..42].try_into().unwrap()), 1000 + 200_000);
+    assert_eq!(
+        u32::from_be_bytes(last[38..42].try_into().unwrap()),
+        1000 + 200_000
+    );
     assert_eq!(u16::from_be_bytes([last[16], last[17]]), 40 + 4800);
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_PLACED_BYTES), 204_800);
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_COALESCED), 22);
@@ -185,7 +193,15 @@ fn coalescing_off_gives_one_entry_per_packet() {
     let (skey, _, rkey, _, flow) = setup_flow(&mut tb, &data, 65_536, 7);
     tb.post(1, flow, rkey, 0, 65_536);
     let ha = tb.drv[0].alloc(256);
-    tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, 7, 1, 0x10), ha, skey, 0, 40_000, 8000);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 7, 1, 0x10),
+        ha,
+        skey,
+        0,
+        40_000,
+        8000,
+    );
     tb.step();
     let h = tb.drv[1].reap_hdr(0);
     assert_eq!(h.len(), 5);
@@ -201,16 +217,38 @@ fn out_of_order_lands_at_its_offset() {
     let ha = tb.drv[0].alloc(512);
     // Second half first (sequence wraps past 2^32 inside the stream).
     let seq2 = 0xffff_f000u32.wrapping_add(8000);
-    tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, seq2, 1, 0x10), ha, skey, 8000, 8000, 0);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, seq2, 1, 0x10),
+        ha,
+        skey,
+        8000,
+        8000,
+        0,
+    );
     tb.step();
-    tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, 0xffff_f000, 1, 0x10), ha + 256, skey, 0, 8000, 0);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 0xffff_f000, 1, 0x10),
+        ha + 256,
+        skey,
+        0,
+        8000,
+        0,
+    );
     tb.step();
     assert!(tb.drv[0].reap_tx(0).iter().all(|c| c.status == ST_OK));
     assert!(recv_bytes(&tb, rbase, 16_000) == data);
     let h = tb.drv[1].reap_hdr(0);
     assert_eq!(h.len(), 2);
-    assert_eq!((h[0].0.flags, h[0].0.stream_off, h[0].0.cursor), (HDRF_OOO, 8000, 0));
-    assert_eq!((h[1].0.flags, h[1].0.stream_off, h[1].0.cursor), (0, 0, 16_000));
+    assert_eq!(
+        (h[0].0.flags, h[0].0.stream_off, h[0].0.cursor),
+        (HDRF_OOO, 8000, 0)
+    );
+    assert_eq!(
+        (h[1].0.flags, h[1].0.stream_off, h[1].0.cursor),
+        (0, 0, 16_000)
+    );
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_OOO_FRAMES), 1);
 }
 
@@ -235,15 +273,29 @@ fn duplicates_below_cursor_are_not_rewritten() {
     let m = tb.drv[0].alloc(8000);
     tb.drv[0].mem.write(m, &more).unwrap();
     let k2 = tb.reg_mr(0, m, 8000, MR_ACCESS_LOCAL_READ).unwrap();
-    tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, 100 + 4000, 1, 0x10), ha, k2, 0, 8000, 0);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 100 + 4000, 1, 0x10),
+        ha,
+        k2,
+        0,
+        8000,
+        0,
+    );
     tb.step();
     assert!(tb.drv[0].reap_tx(0).iter().all(|c| c.status == ST_OK));
     assert!(recv_bytes(&tb, rbase, 8000) == vec![0xee; 8000]);
     assert!(recv_bytes(&tb, rbase + 8000, 4000) == more[4000..]);
     let h = tb.drv[1].reap_hdr(0);
     assert_eq!(h.len(), 3);
-    assert_eq!((h[1].0.flags, h[1].0.placed, h[1].0.cursor), (HDRF_DUP, 0, 8000));
-    assert_eq!((h[2].0.placed, h[2].0.stream_off, h[2].0.cursor), (4000, 4000, 12_000));
+    assert_eq!(
+        (h[1].0.flags, h[1].0.placed, h[1].0.cursor),
+        (HDRF_DUP, 0, 8000)
+    );
+    assert_eq!(
+        (h[2].0.placed, h[2].0.stream_off, h[2].0.cursor),
+        (4000, 4000, 12_000)
+    );
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_DUP_BYTES), 8000 + 4000);
 }
 
@@ -254,7 +306,15 @@ fn no_posted_space_falls_back_to_normal_queue() {
     let data = pattern(12_000, 7);
     let (skey, _, rkey, rbase, flow) = setup_flow(&mut tb, &data, 8192, 0);
     let ha = tb.drv[0].alloc(256);
-    tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, 0, 1, 0x10), ha, skey, 0, 4000, 0);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 0, 1, 0x10),
+        ha,
+        skey,
+        0,
+        4000,
+        0,
+    );
     tb.step();
     let rx = tb.drv[1].reap_rx(0);
     assert_eq!(rx.len(), 1);
@@ -275,13 +335,29 @@ fn no_posted_space_falls_back_to_normal_queue() {
     let c = tb.post(1, flow, rkey, 0, 8192);
     assert_eq!(c.result2, 4000);
     // 8000 bytes: fits the posted 8192 -> placed.
-    tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, 4000, 1, 0x10), ha, skey, 4000, 8000, 0);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 4000, 1, 0x10),
+        ha,
+        skey,
+        4000,
+        8000,
+        0,
+    );
     tb.step();
     assert!(recv_bytes(&tb, rbase, 8000) == data[4000..12_000]);
     let h = tb.drv[1].reap_hdr(0);
     assert_eq!((h[0].0.stream_off, h[0].0.cursor), (4000, 12_000));
     // Beyond the posted space: whole packet to the normal queue again.
-    tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, 12_000, 1, 0x10), ha, skey, 0, 1000, 0);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 12_000, 1, 0x10),
+        ha,
+        skey,
+        0,
+        1000,
+        0,
+    );
     tb.step();
     assert_eq!(tb.drv[1].reap_rx(0).len(), 1);
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_FALLBACK), 2);
@@ -350,7 +426,15 @@ fn multi_megabyte_stream_is_byte_exact_over_impaired_wire() {
             let len = (window_end - next).min(32_768);
             let seq = 0x7000_0000u32.wrapping_add(next as u32);
             let slot = ha + (k as u64 % 16) * 256;
-            tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, seq, 1, 0x18), slot, skey, next, len as u32, 4000);
+            tb.drv[0].tx_merge(
+                0,
+                &tcp_hdr(A_IP, B_IP, 4000, 5001, seq, 1, 0x18),
+                slot,
+                skey,
+                next,
+                len as u32,
+                4000,
+            );
             next += len;
             k += 1;
         }
@@ -362,7 +446,10 @@ fn multi_megabyte_stream_is_byte_exact_over_impaired_wire() {
             assert_eq!(e.status, ST_OK);
             cursor = cursor.max(e.cursor);
         }
-        assert!(tb.drv[1].reap_rx(0).is_empty(), "posted space covers the stream");
+        assert!(
+            tb.drv[1].reap_rx(0).is_empty(),
+            "posted space covers the stream"
+        );
         if cursor == last_cursor {
             stalls += 1;
             if stalls >= 2 {
@@ -400,7 +487,15 @@ fn debug_bench_like() {
     fl.ring_size = buf as u32;
     let _flow = tb.install(1, fl).unwrap();
     let ha = tb.drv[0].alloc(4096);
-    tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, 1, 1, 0x10), ha, skey, 0, 4096, 32768);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 1, 1, 0x10),
+        ha,
+        skey,
+        0,
+        4096,
+        32768,
+    );
     tb.step();
     let tx = tb.drv[0].reap_tx(0);
     eprintln!("tx {tx:?}");

@@ -39,14 +39,74 @@ fn tx_descriptor_errors_complete_with_status() {
         buf_addr: a,
         ..Default::default()
     };
-    assert_eq!(tx_status(&mut tb, TxDesc { opcode: 9, ..plain }), ST_BAD_OPCODE);
-    assert_eq!(tx_status(&mut tb, TxDesc { flags: 0x80, ..plain }), ST_BAD_DESC);
-    assert_eq!(tx_status(&mut tb, TxDesc { rsvd1: 1, ..plain }), ST_BAD_DESC);
-    assert_eq!(tx_status(&mut tb, TxDesc { buf_len: 10, ..plain }), ST_BAD_DESC);
-    assert_eq!(tx_status(&mut tb, TxDesc { buf_len: 9015, ..plain }), ST_TOO_BIG);
-    assert_eq!(tx_status(&mut tb, TxDesc { buf_addr: RAM as u64 - 10, ..plain }), ST_DMA);
-    assert_eq!(tx_status(&mut tb, TxDesc { buf_addr: u64::MAX - 5, ..plain }), ST_DMA);
-    assert_eq!(tx_status(&mut tb, TxDesc { flags: TXF_TSO, ..plain }), ST_BAD_DESC);
+    assert_eq!(
+        tx_status(&mut tb, TxDesc { opcode: 9, ..plain }),
+        ST_BAD_OPCODE
+    );
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                flags: 0x80,
+                ..plain
+            }
+        ),
+        ST_BAD_DESC
+    );
+    assert_eq!(
+        tx_status(&mut tb, TxDesc { rsvd1: 1, ..plain }),
+        ST_BAD_DESC
+    );
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                buf_len: 10,
+                ..plain
+            }
+        ),
+        ST_BAD_DESC
+    );
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                buf_len: 9015,
+                ..plain
+            }
+        ),
+        ST_TOO_BIG
+    );
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                buf_addr: RAM as u64 - 10,
+                ..plain
+            }
+        ),
+        ST_DMA
+    );
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                buf_addr: u64::MAX - 5,
+                ..plain
+            }
+        ),
+        ST_DMA
+    );
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                flags: TXF_TSO,
+                ..plain
+            }
+        ),
+        ST_BAD_DESC
+    );
     let bad_csum = TxDesc {
         flags: TXF_CSUM_PARTIAL,
         csum_start: 60,
@@ -83,15 +143,54 @@ fn merge_key_rights_bounds_and_header_errors() {
         ..Default::default()
     };
     assert_eq!(tx_status(&mut tb, m), ST_OK);
-    assert_eq!(tx_status(&mut tb, TxDesc { mr_key: rkey ^ 0x1_0000, ..m }), ST_BAD_KEY);
-    assert_eq!(tx_status(&mut tb, TxDesc { mr_key: 0xffff, ..m }), ST_BAD_KEY);
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                mr_key: rkey ^ 0x1_0000,
+                ..m
+            }
+        ),
+        ST_BAD_KEY
+    );
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                mr_key: 0xffff,
+                ..m
+            }
+        ),
+        ST_BAD_KEY
+    );
     assert_eq!(tx_status(&mut tb, TxDesc { mr_key: wkey, ..m }), ST_ACCESS);
-    assert_eq!(tx_status(&mut tb, TxDesc { mr_offset: 60_000, ..m }), ST_BOUNDS);
-    assert_eq!(tx_status(&mut tb, TxDesc { mr_offset: u64::MAX, ..m }), ST_BOUNDS);
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                mr_offset: 60_000,
+                ..m
+            }
+        ),
+        ST_BOUNDS
+    );
+    assert_eq!(
+        tx_status(
+            &mut tb,
+            TxDesc {
+                mr_offset: u64::MAX,
+                ..m
+            }
+        ),
+        ST_BOUNDS
+    );
     assert_eq!(tx_status(&mut tb, TxDesc { flags: 0, ..m }), ST_TOO_BIG);
     assert_eq!(tx_status(&mut tb, TxDesc { mss: 9000, ..m }), ST_BAD_DESC);
     assert_eq!(tx_status(&mut tb, TxDesc { buf_len: 40, ..m }), ST_BAD_DESC);
-    assert_eq!(tx_status(&mut tb, TxDesc { buf_len: 58, ..m }), ST_MALFORMED);
+    assert_eq!(
+        tx_status(&mut tb, TxDesc { buf_len: 58, ..m }),
+        ST_MALFORMED
+    );
     let mut not_ip = hdr.clone();
     not_ip[12] = 0x86;
     tb.drv[0].mem.write(ha, &not_ip).unwrap();
@@ -116,11 +215,31 @@ fn mr_registration_errors() {
     assert_eq!(tb.reg_mr(0, a, 8192, 0), Err(ST_BAD_DESC), "no rights");
     assert_eq!(tb.reg_mr(0, a, 8192, 4), Err(ST_BAD_DESC), "unknown right");
     assert_eq!(tb.reg_mr(0, a, 0, 1), Err(ST_BAD_DESC), "empty");
-    assert_eq!(tb.reg_mr_pages(0, &[a + 1], 0, 100, 1), Err(ST_BAD_DESC), "unaligned page");
-    assert_eq!(tb.reg_mr_pages(0, &[RAM as u64], 0, 100, 1), Err(ST_DMA), "page outside RAM");
-    assert_eq!(tb.reg_mr_pages(0, &[a], 0, 5000, 1), Err(ST_BAD_DESC), "length beyond pages");
-    assert_eq!(tb.reg_mr_pages(0, &[a, a + 4096], 0, 100, 1), Err(ST_BAD_DESC), "surplus page");
-    assert_eq!(tb.reg_mr_pages(0, &[a], 4096, 1, 1), Err(ST_BAD_DESC), "first_off >= 4096");
+    assert_eq!(
+        tb.reg_mr_pages(0, &[a + 1], 0, 100, 1),
+        Err(ST_BAD_DESC),
+        "unaligned page"
+    );
+    assert_eq!(
+        tb.reg_mr_pages(0, &[RAM as u64], 0, 100, 1),
+        Err(ST_DMA),
+        "page outside RAM"
+    );
+    assert_eq!(
+        tb.reg_mr_pages(0, &[a], 0, 5000, 1),
+        Err(ST_BAD_DESC),
+        "length beyond pages"
+    );
+    assert_eq!(
+        tb.reg_mr_pages(0, &[a, a + 4096], 0, 100, 1),
+        Err(ST_BAD_DESC),
+        "surplus page"
+    );
+    assert_eq!(
+        tb.reg_mr_pages(0, &[a], 4096, 1, 1),
+        Err(ST_BAD_DESC),
+        "first_off >= 4096"
+    );
     // Page list itself outside guest RAM.
     let c = CmdMrReg {
         opcode: CMD_MR_REG,
@@ -131,7 +250,11 @@ fn mr_registration_errors() {
         ..Default::default()
     };
     assert_eq!(tb.cmd(0, c.encode()).status, ST_DMA);
-    let c = CmdMrReg { npages: MR_MAX_PAGES + 1, length: 10, ..c };
+    let c = CmdMrReg {
+        npages: MR_MAX_PAGES + 1,
+        length: 10,
+        ..c
+    };
     assert_eq!(tb.cmd(0, c.encode()).status, ST_BAD_DESC);
     assert_eq!(tb.cmd(0, [0u8; 64]).status, ST_BAD_OPCODE);
     // Scattered pages are honoured in order.
@@ -141,7 +264,10 @@ fn mr_registration_errors() {
     d.mem.write(b + 8192 + 100, &[1u8; 3996]).unwrap();
     d.mem.write(b, &[2u8; 1004]).unwrap();
     let mut ext = Vec::new();
-    lock(&tb.model.guests[0].dev).mrs.translate(k, 1, 3990, 20, &mut ext).unwrap();
+    lock(&tb.model.guests[0].dev)
+        .mrs
+        .translate(k, 1, 3990, 20, &mut ext)
+        .unwrap();
     assert_eq!(ext, vec![(b + 8192 + 4090, 6), (b, 14)]);
     assert!(tb.drv[0].gstat(GSTAT_CMD_ERR) >= 11);
 }
@@ -165,7 +291,11 @@ fn tables_full_report_no_space() {
     f.remote_port = 60_000;
     assert_eq!(tb.install(1, f), Err(ST_NO_SPACE));
     f.remote_port = 5;
-    let rm = CmdFlow { opcode: CMD_FLOW_REMOVE, flow: 5, ..Default::default() };
+    let rm = CmdFlow {
+        opcode: CMD_FLOW_REMOVE,
+        flow: 5,
+        ..Default::default()
+    };
     assert_eq!(tb.cmd(1, rm.encode()).status, ST_OK);
     assert_eq!(tb.cmd(1, rm.encode()).status, ST_NOT_FOUND);
     f.remote_port = 6;
@@ -185,7 +315,14 @@ fn tables_full_report_no_space() {
     assert_eq!(tb.post(1, 4000, k, 0, 1).status, ST_NOT_FOUND);
     let rd = tb.reg_mr(1, a, 4096, MR_ACCESS_LOCAL_READ).unwrap_err();
     assert_eq!(rd, ST_NO_SPACE);
-    let send = CmdMsPost { opcode: CMD_MS_POST, flow: 1, dir: MS_DIR_SEND, mr_key: k, len: 1, ..Default::default() };
+    let send = CmdMsPost {
+        opcode: CMD_MS_POST,
+        flow: 1,
+        dir: MS_DIR_SEND,
+        mr_key: k,
+        len: 1,
+        ..Default::default()
+    };
     assert_eq!(tb.cmd(1, send.encode()).status, ST_UNSUPPORTED);
 }
 
@@ -205,11 +342,22 @@ fn placement_needs_write_right_and_revoked_segments_fall_back() {
     assert_eq!(tb.post(1, flow, rk, 0, 8192).status, ST_OK);
     assert_eq!(tb.inval_mr(1, rk), ST_OK, "segment dropped with its key");
     let ha = tb.drv[0].alloc(256);
-    tb.drv[0].tx_merge(0, &tcp_hdr(A_IP, B_IP, 4000, 5001, 0, 1, 0x10), ha, sk, 0, 4000, 0);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 0, 1, 0x10),
+        ha,
+        sk,
+        0,
+        4000,
+        0,
+    );
     tb.step();
     let mut got = vec![0u8; 8192];
     tb.drv[1].mem.read(r, &mut got).unwrap();
-    assert!(got.iter().all(|&b| b == 0), "no DMA after invalidate completed");
+    assert!(
+        got.iter().all(|&b| b == 0),
+        "no DMA after invalidate completed"
+    );
     let rx = tb.drv[1].reap_rx(0);
     assert_eq!(rx.len(), 1);
     assert_eq!(rx[0].0.flags & RXF_FLOW, RXF_FLOW);
@@ -249,7 +397,10 @@ fn malformed_and_bad_checksum_frames_are_counted() {
     bad_sum[100] ^= 1;
     inject(&mut tb, bad_sum);
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_CSUM_ERR), 1);
-    assert!(tb.drv[1].reap_hdr(0).is_empty(), "bad checksum never reported");
+    assert!(
+        tb.drv[1].reap_hdr(0).is_empty(),
+        "bad checksum never reported"
+    );
     assert!(tb.drv[1].reap_rx(0).is_empty());
     inject(&mut tb, good.clone());
     let h = tb.drv[1].reap_hdr(0);
@@ -269,16 +420,27 @@ fn rx_buffer_errors_and_exhaustion() {
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_NO_BUF), 1);
     // A buffer too small and one outside guest RAM.
     let mut q = tb.drv[1].ports[0].rxq;
-    let small = RxBufDesc { addr: tb.drv[1].ports[0].rxbuf_base, len: 100, rsvd0: 0 };
+    let small = RxBufDesc {
+        addr: tb.drv[1].ports[0].rxbuf_base,
+        len: 100,
+        rsvd0: 0,
+    };
     tb.drv[1].produce(&mut q, &small.encode());
-    let outside = RxBufDesc { addr: RAM as u64 - 100, len: 9000, rsvd0: 0 };
+    let outside = RxBufDesc {
+        addr: RAM as u64 - 100,
+        len: 9000,
+        rsvd0: 0,
+    };
     tb.drv[1].produce(&mut q, &outside.encode());
     tb.drv[1].ports[0].rxq = q;
     tb.drv[0].tx_plain(0, &big, 2);
     tb.drv[0].tx_plain(0, &big, 3);
     tb.step();
     let rx = tb.drv[1].reap_rx(0);
-    assert_eq!(rx.iter().map(|r| r.0.status).collect::<Vec<_>>(), vec![ST_TOO_BIG, ST_DMA]);
+    assert_eq!(
+        rx.iter().map(|r| r.0.status).collect::<Vec<_>>(),
+        vec![ST_TOO_BIG, ST_DMA]
+    );
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_BUF_SMALL), 1);
 }
 

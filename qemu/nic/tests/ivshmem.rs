@@ -23,7 +23,13 @@ fn recv(sock: &UnixStream) -> (i64, Option<OwnedFd>) {
     let mut buf = [0u8; 8];
     let mut iov = [IoSliceMut::new(&mut buf)];
     let mut space = nix::cmsg_space!([RawFd; 1]);
-    let msg = recvmsg::<UnixAddr>(sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::empty()).unwrap();
+    let msg = recvmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .unwrap();
     let mut fd = None;
     for c in msg.cmsgs().unwrap() {
         if let ControlMessageOwned::ScmRights(fds) = c {
@@ -47,7 +53,9 @@ fn connect(path: &PathBuf, vectors: usize) -> Client {
     let sock = loop {
         match UnixStream::connect(path) {
             Ok(s) => break s,
-            Err(_) if t.elapsed() < Duration::from_secs(5) => std::thread::sleep(Duration::from_millis(10)),
+            Err(_) if t.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
             Err(e) => panic!("connect: {e}"),
         }
     };
@@ -82,7 +90,10 @@ fn connect(path: &PathBuf, vectors: usize) -> Client {
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
     while !f() {
-        assert!(t.elapsed() < Duration::from_secs(5), "timeout waiting for {what}");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "timeout waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
 }
@@ -92,10 +103,17 @@ fn qemu_protocol_doorbell_interrupt_and_reconnect() {
     let dir = std::env::temp_dir().join(format!("zn-ivshmem-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ram = dir.join("ram");
-    std::fs::File::create(&ram).unwrap().set_len(16 << 20).unwrap();
+    std::fs::File::create(&ram)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
     let cfg = GuestCfg::parse(&format!("a={}", ram.display()), &dir).unwrap();
     assert_eq!(cfg.socket, dir.join("a.sock"));
-    let cfg_b = GuestCfg::parse(&format!("b={},socket={}/bee.sock", ram.display(), dir.display()), &dir).unwrap();
+    let cfg_b = GuestCfg::parse(
+        &format!("b={},socket={}/bee.sock", ram.display(), dir.display()),
+        &dir,
+    )
+    .unwrap();
     let model = Arc::new(
         Model::new(
             Topology::TwoGuest,
@@ -112,7 +130,9 @@ fn qemu_protocol_doorbell_interrupt_and_reconnect() {
     assert_eq!(c.bar.r32(REG_VERSION), ZN_VERSION);
     assert_eq!(c.bar.r32(REG_CAPS), ZN_CAPS);
     assert_eq!(c.bar.r32(REG_NUM_PORTS), 1);
-    wait_until("DMA window", || c.bar.r32(REG_DEV_STATUS) & DEV_STATUS_DMA_OK != 0);
+    wait_until("DMA window", || {
+        c.bar.r32(REG_DEV_STATUS) & DEV_STATUS_DMA_OK != 0
+    });
     assert_eq!(c.bar.r32(REG_DMA_WINDOW_MB), 16);
 
     // Program the command queues in "guest RAM" (the file) and ring DB_CMD.
@@ -123,25 +143,38 @@ fn qemu_protocol_doorbell_interrupt_and_reconnect() {
         c.bar.w32(reg + Q_CTRL, Q_CTRL_ENABLE);
     }
     c.bar.w32(vec_block(VEC_ASYNC) + VEC_MASK, 0);
-    let nop = CmdHeader { opcode: CMD_NOP, flags: 0, cookie: 77 };
+    let nop = CmdHeader {
+        opcode: CMD_NOP,
+        flags: 0,
+        cookie: 77,
+    };
     let mut b = [0u8; 64];
     b[..8].copy_from_slice(&nop.encode());
     mem.write(0x10000, &b).unwrap();
-    wait_until("queues enabled", || c.bar.r32(REG_CMDCQ + Q_STATUS) == Q_STATUS_ENABLED);
+    wait_until("queues enabled", || {
+        c.bar.r32(REG_CMDCQ + Q_STATUS) == Q_STATUS_ENABLED
+    });
     c.bar.w32(REG_CMDQ + Q_PROD, 1);
     nix::unistd::write(&c.doorbells[DB_CMD as usize], &1u64.to_ne_bytes()).unwrap();
     wait_until("command completion", || c.bar.r32(REG_CMDCQ + Q_PROD) == 1);
     let comp = CmdCompletion::decode(&mem.read_array::<16>(0x20000).unwrap());
-    assert_eq!((comp.cookie, comp.opcode, comp.status), (77, CMD_NOP, ST_OK));
+    assert_eq!(
+        (comp.cookie, comp.opcode, comp.status),
+        (77, CMD_NOP, ST_OK)
+    );
     // The interrupt arrives on the guest's eventfd for vector 0.
     let mut v = [0u8; 8];
-    wait_until("MSI-X eventfd", || nix::unistd::read(&c.irqs[VEC_ASYNC as usize], &mut v).is_ok());
+    wait_until("MSI-X eventfd", || {
+        nix::unistd::read(&c.irqs[VEC_ASYNC as usize], &mut v).is_ok()
+    });
     assert!(c.bar.r64(REG_GSTATS + 8 * GSTAT_DOORBELLS) >= 1);
 
     // Disconnect (VM power-off): the device resets; a new QEMU reconnects.
     drop(c);
     let c2 = connect(&cfg.socket, 8);
-    wait_until("reset after reconnect", || c2.bar.r32(REG_CMDQ + Q_STATUS) == 0);
+    wait_until("reset after reconnect", || {
+        c2.bar.r32(REG_CMDQ + Q_STATUS) == 0
+    });
     assert_eq!(c2.bar.r32(REG_MAGIC), ZN_MAGIC);
     assert!(c2.bar.r64(REG_GSTATS + 8 * GSTAT_RESETS) >= 2);
 
@@ -150,7 +183,10 @@ fn qemu_protocol_doorbell_interrupt_and_reconnect() {
     zeronic_nic::ctl::start(model.clone(), &ctl).unwrap();
     let r = zeronic_nic::ctl::send(&ctl, "wire loss=5 delay=100us rate=10gbit").unwrap();
     assert!(r.starts_with("ok"), "{r}");
-    assert!(r.contains("wire a:0->b:0 loss=5 reorder=0 dup=0 delay=100us rate=10000000000"), "{r}");
+    assert!(
+        r.contains("wire a:0->b:0 loss=5 reorder=0 dup=0 delay=100us rate=10000000000"),
+        "{r}"
+    );
     let r = zeronic_nic::ctl::send(&ctl, "wire from=b:0 dup=2").unwrap();
     assert!(r.contains("wire b:0->a:0 loss=5 reorder=0 dup=2"), "{r}");
     assert!(r.contains("wire a:0->b:0 loss=5 reorder=0 dup=0"), "{r}");

@@ -83,7 +83,10 @@ fn report(what: &str, id: &Identity) -> bool {
         id.dma_mb
     );
     let ok = id.is_zeronic();
-    println!("{what}: {}", if ok { "zeronic ok" } else { "not a ZeroNIC" });
+    println!(
+        "{what}: {}",
+        if ok { "zeronic ok" } else { "not a ZeroNIC" }
+    );
     ok
 }
 
@@ -119,7 +122,10 @@ fn main() -> ExitCode {
             if hex_attr(&d, "vendor") == Some(PCI_VENDOR_ID as u32)
                 && hex_attr(&d, "device") == Some(PCI_DEVICE_ID as u32)
             {
-                let name = d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let name = d
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 targets.push((format!("{name} (1af4:1110)"), d.join("resource2")));
             }
         }
@@ -154,7 +160,9 @@ mod tests {
         put(REG_CAPS, ZN_CAPS);
         put(REG_NUM_PORTS, 2);
         let p = std::env::temp_dir().join(format!("zn-probe-{}", std::process::id()));
-        File::create(&p).and_then(|mut f| f.write_all(&img)).expect("write image");
+        File::create(&p)
+            .and_then(|mut f| f.write_all(&img))
+            .expect("write image");
         let id = read_identity(&open_bar(&p).expect("open")).expect("read");
         let _ = fs::remove_file(&p);
         assert!(id.is_zeronic());

@@ -95,7 +95,15 @@ fn model_gbps(args: &Args, seg: u32) -> Result<f64> {
         // Keep the TX queue full (the ring window is the flow control).
         let mut k = 0;
         while sent < total && sent + seg as u64 <= head + buf && outstanding < 256 && k < 128 {
-            let hdr = tcp_hdr(A_IP, B_IP, 4000, 5001, 1u32.wrapping_add(sent as u32), 1, 0x10);
+            let hdr = tcp_hdr(
+                A_IP,
+                B_IP,
+                4000,
+                5001,
+                1u32.wrapping_add(sent as u32),
+                1,
+                0x10,
+            );
             let slot = ha + (ndesc % 256) * 256;
             ndesc += 1;
             tb.drv[0].tx_merge(0, &hdr, slot, skey, sent % buf, seg, args.mss);
@@ -111,7 +119,10 @@ fn model_gbps(args: &Args, seg: u32) -> Result<f64> {
         for (e, _) in tb.drv[1].reap_hdr(0) {
             cursor = cursor.max(e.cursor);
         }
-        ensure!(tb.drv[1].pstat(0, PSTAT_RX_FALLBACK) == 0, "fallback in bench");
+        ensure!(
+            tb.drv[1].pstat(0, PSTAT_RX_FALLBACK) == 0,
+            "fallback in bench"
+        );
         if cursor - head >= buf / 2 {
             head = cursor;
             let c = CmdFlow {
@@ -136,7 +147,10 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let buf = (args.buf_mib << 20) as usize;
     let mc = memcpy_gbps(buf, args.mib << 20)?;
-    println!("memcpy single-thread: {mc:.2} GB/s (buffer {} MiB)", args.buf_mib);
+    println!(
+        "memcpy single-thread: {mc:.2} GB/s (buffer {} MiB)",
+        args.buf_mib
+    );
     let mut ratio64 = 0.0;
     for &seg in &args.seg {
         let g = model_gbps(&args, seg)?;

@@ -349,7 +349,17 @@ impl Drv {
     }
 
     /// Queues a merge send: header bytes + (key, off, len), TSO at `mss`.
-    pub fn tx_merge(&mut self, p: usize, hdr: &[u8], hdr_addr: u64, key: u32, off: u64, len: u32, mss: u16) {
+    #[allow(clippy::too_many_arguments)] // mirrors the descriptor fields
+    pub fn tx_merge(
+        &mut self,
+        p: usize,
+        hdr: &[u8],
+        hdr_addr: u64,
+        key: u32,
+        off: u64,
+        len: u32,
+        mss: u16,
+    ) {
         self.mem.write(hdr_addr, hdr).unwrap();
         self.tx(
             p,
@@ -436,7 +446,15 @@ impl Drv {
 }
 
 /// Builds Ethernet + IPv4 + TCP headers (checksums left for the NIC).
-pub fn tcp_hdr(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, seq: u32, ack: u32, flags: u8) -> Vec<u8> {
+pub fn tcp_hdr(
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+) -> Vec<u8> {
     let mut h = vec![0u8; 54];
     h[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
     h[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
@@ -461,7 +479,14 @@ pub fn tcp_hdr(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, seq: u32, ack
 }
 
 /// A complete TCP frame with correct checksums (for plain TX / raw RX).
-pub fn tcp_frame(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, seq: u32, payload: &[u8]) -> Vec<u8> {
+pub fn tcp_frame(
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut f = tcp_hdr(src, dst, sport, dport, seq, 1, 0x18);
     f.extend_from_slice(payload);
     let tot = (f.len() - 14) as u16;
