@@ -89,6 +89,8 @@ pub struct Device {
     pub flows: FlowTable,
     vecs: [VecState; MAX_VECTORS as usize],
     fatal: bool,
+    /// A guest (QEMU) is connected.
+    pub attached: bool,
 }
 
 impl Device {
@@ -107,6 +109,7 @@ impl Device {
             flows: FlowTable::new(),
             vecs: Default::default(),
             fatal: false,
+            attached: false,
         };
         d.reset();
         d
@@ -116,6 +119,7 @@ impl Device {
     pub fn attach(&mut self, mem: Option<Arc<GuestMem>>, irq: Arc<dyn Irq>) {
         self.mem = mem;
         self.irq = irq;
+        self.attached = true;
         self.reset();
     }
 
@@ -123,6 +127,7 @@ impl Device {
     pub fn detach(&mut self) {
         self.mem = None;
         self.irq = Arc::new(NoIrq);
+        self.attached = false;
         self.reset();
     }
 

@@ -291,6 +291,7 @@ impl Device {
             && m.seq.wrapping_add(m.len) == t.seq
             && open.ack == t.ack
             && m.len as u64 + pay_len <= limit
+            && m.nsegs < u16::MAX
     }
 
     /// Writes the open header entry of port `p` to the header queue.

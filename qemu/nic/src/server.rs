@@ -65,7 +65,7 @@ impl GuestCfg {
 }
 
 /// Doorbell eventfds of the connected guest (None while disconnected).
-type Doorbells = Arc<Mutex<Option<Vec<OwnedFd>>>>;
+type Doorbells = Arc<Mutex<Option<Arc<Vec<OwnedFd>>>>>;
 
 fn send_msg(sock: &UnixStream, v: i64, fd: Option<BorrowedFd<'_>>) -> Result<()> {
     let buf = v.to_le_bytes();
@@ -143,7 +143,7 @@ fn serve(
         );
     }
     lock(&guest.dev).attach(mem, Arc::new(EventFdIrq(irq_fds)));
-    *lock(db) = Some(nic_fds);
+    *lock(db) = Some(Arc::new(nic_fds));
     log::info!("guest {} connected on {}", cfg.name, cfg.socket.display());
     // QEMU never sends anything: a read returning means it went away.
     let mut b = [0u8; 64];
@@ -195,11 +195,7 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let mut next: Option<Instant> = None;
     loop {
-        let fds = lock(&db).as_ref().map(|v| {
-            v.iter()
-                .filter_map(|f| f.try_clone().ok())
-                .collect::<Vec<OwnedFd>>()
-        });
+        let fds = lock(&db).clone();
         let Some(fds) = fds else {
             thread::sleep(Duration::from_millis(10));
             continue;
@@ -223,7 +219,7 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
         };
         if rung > 0 {
             let mut b = [0u8; 8];
-            for f in &fds {
+            for f in fds.iter() {
                 // Non-blocking eventfds: EAGAIN when this one did not fire.
                 let _ = nix::unistd::read(f.as_fd(), &mut b);
             }
@@ -231,7 +227,7 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
         }
         {
             let mut d = lock(&model.guests[g].dev);
-            if d.mem.is_none() {
+            if d.attached && d.mem.is_none() {
                 if let Some(m) = map_ram(&ram) {
                     log::info!(
                         "guest {}: RAM mapped ({} MiB)",

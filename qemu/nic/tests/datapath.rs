@@ -471,35 +471,3 @@ fn multi_megabyte_stream_is_byte_exact_over_impaired_wire() {
     assert!(tb.drv[1].pstat(0, PSTAT_RX_OOO_FRAMES) > 0);
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_CSUM_ERR), 0);
 }
-
-#[test]
-fn debug_bench_like() {
-    use zeronic_hw::regs::MAX_MTU;
-    let buf = 1u64 << 20;
-    let mut tb = Tb::with_opts(Topology::TwoGuest, Impair::default(), 8 << 20, MAX_MTU);
-    let sbase = tb.drv[0].alloc(buf);
-    let skey = tb.reg_mr(0, sbase, buf, MR_ACCESS_LOCAL_READ).unwrap();
-    let rbase = tb.drv[1].alloc(buf);
-    let rkey = tb.reg_mr(1, rbase, buf, MR_ACCESS_LOCAL_WRITE).unwrap();
-    let mut fl = flow_b(0, 1);
-    fl.mode = FLOW_RX_RING;
-    fl.ring_key = rkey;
-    fl.ring_size = buf as u32;
-    let _flow = tb.install(1, fl).unwrap();
-    let ha = tb.drv[0].alloc(4096);
-    tb.drv[0].tx_merge(
-        0,
-        &tcp_hdr(A_IP, B_IP, 4000, 5001, 1, 1, 0x10),
-        ha,
-        skey,
-        0,
-        4096,
-        32768,
-    );
-    tb.step();
-    let tx = tb.drv[0].reap_tx(0);
-    eprintln!("tx {tx:?}");
-    let h = tb.drv[1].reap_hdr(0);
-    eprintln!("hdr {:?}", h.iter().map(|e| e.0).collect::<Vec<_>>());
-    eprintln!("{}", tb.model.stats());
-}
