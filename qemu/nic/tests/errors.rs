@@ -556,3 +556,35 @@ fn interrupt_moderation_and_masking() {
     assert_eq!(tb.drv[1].irq.count(v), base + 3);
     assert_eq!(tb.drv[1].bar.r32(blk + VEC_RAISED) as u64, base + 3);
 }
+
+#[test]
+fn registers_a_256_mib_region_of_scattered_pages() {
+    let mut tb = Tb::with_ram(Topology::TwoGuest, Impair::default(), 300 << 20);
+    let base = tb.drv[0].alloc(256 << 20);
+    // 65536 pages, pairwise swapped so no two neighbours are contiguous.
+    let pages: Vec<u64> = (0..65_536u64).map(|i| base + (i ^ 1) * 4096).collect();
+    let key = tb
+        .reg_mr_pages(0, &pages, 0, 256 << 20, MR_ACCESS_LOCAL_READ)
+        .expect("256 MiB region");
+    let mut ext = Vec::new();
+    let d = lock(&tb.model.guests[0].dev);
+    d.mrs
+        .translate(
+            key,
+            MR_ACCESS_LOCAL_READ,
+            (256 << 20) - 6000,
+            6000,
+            &mut ext,
+        )
+        .unwrap();
+    let last = base + 65_534 * 4096; // page 65535 maps to 65534
+    assert_eq!(
+        ext,
+        vec![(base + 65_535 * 4096 + 4096 - 1904, 1904), (last, 4096)]
+    );
+    assert_eq!(
+        d.mrs
+            .translate(key, MR_ACCESS_LOCAL_READ, (256 << 20) - 1, 2, &mut ext),
+        Err(ST_BOUNDS)
+    );
+}
