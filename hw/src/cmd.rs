@@ -1,0 +1,264 @@
+//! Command queue entries (64 bytes, driver -> NIC) and command completions
+//! (16 bytes, NIC -> driver) for the MR Table, Flow Table and MS Lists.
+//! Every command starts with `opcode: u16, flags: u16, cookie: u32`.
+
+/// Declares a `#[repr(C)]` little-endian layout with `SIZE`, `decode` and
+/// `encode`, and pins its size. (Repeated per file so each file stands alone.)
+macro_rules! le_struct {
+    ($(#[$m:meta])* pub struct $name:ident ($size:literal) {
+        $($(#[$fm:meta])* pub $f:ident : $t:ident,)*
+    }) => {
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name { $($(#[$fm])* pub $f: $t,)* }
+
+        impl $name {
+            /// Size of the byte image.
+            pub const SIZE: usize = $size;
+
+            /// Reads the little-endian byte image.
+            pub fn decode(b: &[u8; $size]) -> Self {
+                let mut o = 0usize;
+                $(
+                    let $f = {
+                        let mut a = [0u8; core::mem::size_of::<$t>()];
+                        a.copy_from_slice(&b[o..o + core::mem::size_of::<$t>()]);
+                        o += core::mem::size_of::<$t>();
+                        $t::from_le_bytes(a)
+                    };
+                )*
+                let _ = o;
+                Self { $($f,)* }
+            }
+
+            /// Writes the little-endian byte image.
+            pub fn encode(&self) -> [u8; $size] {
+                let mut b = [0u8; $size];
+                let mut o = 0usize;
+                $(
+                    let a = self.$f.to_le_bytes();
+                    b[o..o + a.len()].copy_from_slice(&a);
+                    o += a.len();
+                )*
+                let _ = o;
+                b
+            }
+        }
+
+        const _: () = assert!(core::mem::size_of::<$name>() == $size);
+        const _: () = assert!(0 $(+ core::mem::size_of::<$t>())* == $size);
+    };
+}
+
+/// Command: no operation (completes with ST_OK).
+pub const CMD_NOP: u16 = 1;
+/// Command: register a memory region ([`CmdMrReg`]); result = MR key.
+pub const CMD_MR_REG: u16 = 2;
+/// Command: invalidate a memory region ([`CmdMrInval`]).
+pub const CMD_MR_INVAL: u16 = 3;
+/// Command: install a flow ([`CmdFlow`]); result = flow index.
+pub const CMD_FLOW_INSTALL: u16 = 4;
+/// Command: update a flow ([`CmdFlow`], fields chosen by `flags`).
+pub const CMD_FLOW_UPDATE: u16 = 5;
+/// Command: remove a flow ([`CmdFlow`], only `flow` used).
+pub const CMD_FLOW_REMOVE: u16 = 6;
+/// Command: post a memory segment to a flow's MS List ([`CmdMsPost`]).
+pub const CMD_MS_POST: u16 = 7;
+
+/// MR right: the NIC may DMA-read the region (TX merge payload).
+pub const MR_ACCESS_LOCAL_READ: u32 = 1 << 0;
+/// MR right: the NIC may DMA-write the region (RX placement).
+pub const MR_ACCESS_LOCAL_WRITE: u32 = 1 << 1;
+/// All MR rights defined.
+pub const MR_ACCESS_ALL: u32 = MR_ACCESS_LOCAL_READ | MR_ACCESS_LOCAL_WRITE;
+
+le_struct! {
+    /// Generic view of a command: the common header.
+    pub struct CmdHeader(8) {
+        /// `CMD_*`.
+        pub opcode: u16,
+        /// Command-specific flags.
+        pub flags: u16,
+        /// Opaque, echoed in the completion.
+        pub cookie: u32,
+    }
+}
+
+le_struct! {
+    /// CMD_MR_REG: register `length` bytes starting `first_off` bytes into
+    /// the first page of a list of `npages` 4 KiB-aligned guest-physical page
+    /// addresses (u64 LE each) stored contiguously at `page_list`. The list
+    /// is copied by the NIC; it may be freed after the completion.
+    pub struct CmdMrReg(64) {
+        /// CMD_MR_REG.
+        pub opcode: u16,
+        /// 0.
+        pub flags: u16,
+        /// Echoed.
+        pub cookie: u32,
+        /// `MR_ACCESS_*` (nonzero).
+        pub access: u32,
+        /// Pages in the list, 1..=MR_MAX_PAGES, covering first_off + length.
+        pub npages: u32,
+        /// Offset of the region start in the first page (< 4096).
+        pub first_off: u32,
+        /// Reserved, 0.
+        pub rsvd0: u32,
+        /// Region length in bytes (nonzero).
+        pub length: u64,
+        /// Guest-physical address of the page list (8-byte aligned).
+        pub page_list: u64,
+        /// Reserved, 0.
+        pub rsvd1: u64,
+        /// Reserved, 0.
+        pub rsvd2: u64,
+        /// Reserved, 0.
+        pub rsvd3: u64,
+    }
+}
+
+le_struct! {
+    /// CMD_MR_INVAL: revoke `key`. Completes only once no DMA to the region
+    /// can happen any more; receive segments posted on it are dropped.
+    pub struct CmdMrInval(64) {
+        /// CMD_MR_INVAL.
+        pub opcode: u16,
+        /// 0.
+        pub flags: u16,
+        /// Echoed.
+        pub cookie: u32,
+        /// Key returned by CMD_MR_REG.
+        pub key: u32,
+        /// Reserved, 0.
+        pub rsvd0: u32,
+        /// Reserved, 0.
+        pub rsvd1: u64,
+        /// Reserved, 0.
+        pub rsvd2: u64,
+        /// Reserved, 0.
+        pub rsvd3: u64,
+        /// Reserved, 0.
+        pub rsvd4: u64,
+        /// Reserved, 0.
+        pub rsvd5: u64,
+        /// Reserved, 0.
+        pub rsvd6: u64,
+    }
+}
+
+/// Flow RX target: the flow's receive MS List (segments posted in order).
+pub const FLOW_RX_SEGMENTS: u16 = 1;
+/// Flow RX target: a ring (`ring_key`, `ring_offset`, `ring_size`); stream
+/// offset `o` lands at ring offset `o % ring_size`, window starts at `ring_head`.
+pub const FLOW_RX_RING: u16 = 2;
+
+/// CMD_FLOW_UPDATE flag: move the ring window head forward to `stream_off`
+/// (at most the cursor): bytes before it were consumed and may be overwritten.
+pub const FLOWU_RING_HEAD: u16 = 1 << 0;
+/// CMD_FLOW_UPDATE flag: move the RX cursor forward to `stream_off` (bytes
+/// the driver got by fallback and TCP accepted; they count as placed).
+pub const FLOWU_CURSOR: u16 = 1 << 1;
+
+/// IP protocol number of TCP, the only offloadable protocol.
+pub const IPPROTO_TCP: u16 = 6;
+
+le_struct! {
+    /// CMD_FLOW_INSTALL / CMD_FLOW_UPDATE / CMD_FLOW_REMOVE. Addresses are
+    /// IPv4 numeric values (10.0.0.1 = 0x0a000001), ports numeric; "local"
+    /// is this port's side (the RX packet's destination).
+    pub struct CmdFlow(64) {
+        /// CMD_FLOW_*.
+        pub opcode: u16,
+        /// UPDATE: `FLOWU_*`; otherwise 0.
+        pub flags: u16,
+        /// Echoed.
+        pub cookie: u32,
+        /// UPDATE/REMOVE: flow index (INSTALL: ignored, the NIC allocates).
+        pub flow: u32,
+        /// INSTALL: port the flow lives on.
+        pub port: u16,
+        /// INSTALL: IPPROTO_TCP.
+        pub proto: u16,
+        /// INSTALL: local IPv4 address.
+        pub local_ip: u32,
+        /// INSTALL: remote IPv4 address.
+        pub remote_ip: u32,
+        /// INSTALL: local TCP port.
+        pub local_port: u16,
+        /// INSTALL: remote TCP port.
+        pub remote_port: u16,
+        /// INSTALL: sequence number of receive stream offset 0 (the peer's ISN + 1).
+        pub rx_isn: u32,
+        /// INSTALL: sequence number of send stream offset 0 (informational).
+        pub tx_isn: u32,
+        /// INSTALL: `FLOW_RX_*`.
+        pub mode: u16,
+        /// Reserved, 0.
+        pub rsvd0: u16,
+        /// INSTALL with FLOW_RX_RING: MR key of the ring (LOCAL_WRITE).
+        pub ring_key: u32,
+        /// INSTALL with FLOW_RX_RING: ring bytes (nonzero).
+        pub ring_size: u32,
+        /// INSTALL with FLOW_RX_RING: ring start inside the MR.
+        pub ring_offset: u64,
+        /// INSTALL with FLOW_RX_RING: window head (= initial cursor).
+        /// UPDATE: new ring head (FLOWU_RING_HEAD) or cursor (FLOWU_CURSOR).
+        pub stream_off: u64,
+    }
+}
+
+/// MS direction: receive segment (placement target).
+pub const MS_DIR_RECV: u16 = 0;
+/// MS direction: send segment (reserved in version 1: ST_UNSUPPORTED).
+pub const MS_DIR_SEND: u16 = 1;
+
+le_struct! {
+    /// CMD_MS_POST: append a segment to a flow's receive MS List. Segments
+    /// cover consecutive stream offsets in posting order, starting where the
+    /// previous one ended (the first one at the flow's cursor).
+    pub struct CmdMsPost(64) {
+        /// CMD_MS_POST.
+        pub opcode: u16,
+        /// 0.
+        pub flags: u16,
+        /// Echoed.
+        pub cookie: u32,
+        /// Flow index.
+        pub flow: u32,
+        /// `MS_DIR_*`.
+        pub dir: u16,
+        /// Reserved, 0.
+        pub rsvd0: u16,
+        /// MR key (LOCAL_WRITE for receive).
+        pub mr_key: u32,
+        /// Segment bytes (nonzero).
+        pub len: u32,
+        /// Segment start inside the MR.
+        pub mr_offset: u64,
+        /// Opaque to the NIC (driver bookkeeping).
+        pub seg_cookie: u64,
+        /// Reserved, 0.
+        pub rsvd1: u64,
+        /// Reserved, 0.
+        pub rsvd2: u64,
+        /// Reserved, 0.
+        pub rsvd3: u64,
+    }
+}
+
+le_struct! {
+    /// Command completion entry (NIC -> driver), 16 bytes, in command order.
+    pub struct CmdCompletion(16) {
+        /// `cookie` of the command.
+        pub cookie: u32,
+        /// `opcode` of the command.
+        pub opcode: u16,
+        /// `status::ST_*`.
+        pub status: u16,
+        /// MR_REG: key. FLOW_INSTALL: flow index. Otherwise 0.
+        pub result: u32,
+        /// MS_POST: low 32 bits of the segment's start stream offset.
+        pub result2: u32,
+    }
+}

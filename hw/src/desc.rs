@@ -1,0 +1,226 @@
+//! Ring entry formats: TX, TX completion, RX buffer, RX completion, header
+//! queue and event entries. All fields little-endian, no implicit padding;
+//! `encode`/`decode` give the exact byte image.
+
+/// Declares a `#[repr(C)]` little-endian layout with `SIZE`, `decode` and
+/// `encode`, and pins its size. (Repeated per file so each file stands alone.)
+macro_rules! le_struct {
+    ($(#[$m:meta])* pub struct $name:ident ($size:literal) {
+        $($(#[$fm:meta])* pub $f:ident : $t:ident,)*
+    }) => {
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name { $($(#[$fm])* pub $f: $t,)* }
+
+        impl $name {
+            /// Size of the byte image.
+            pub const SIZE: usize = $size;
+
+            /// Reads the little-endian byte image.
+            pub fn decode(b: &[u8; $size]) -> Self {
+                let mut o = 0usize;
+                $(
+                    let $f = {
+                        let mut a = [0u8; core::mem::size_of::<$t>()];
+                        a.copy_from_slice(&b[o..o + core::mem::size_of::<$t>()]);
+                        o += core::mem::size_of::<$t>();
+                        $t::from_le_bytes(a)
+                    };
+                )*
+                let _ = o;
+                Self { $($f,)* }
+            }
+
+            /// Writes the little-endian byte image.
+            pub fn encode(&self) -> [u8; $size] {
+                let mut b = [0u8; $size];
+                let mut o = 0usize;
+                $(
+                    let a = self.$f.to_le_bytes();
+                    b[o..o + a.len()].copy_from_slice(&a);
+                    o += a.len();
+                )*
+                let _ = o;
+                b
+            }
+        }
+
+        const _: () = assert!(core::mem::size_of::<$name>() == $size);
+        const _: () = assert!(0 $(+ core::mem::size_of::<$t>())* == $size);
+    };
+}
+
+/// TX opcode: send the frame at `buf_addr` as is.
+pub const TX_OP_PLAIN: u16 = 1;
+/// TX opcode: header at `buf_addr` + payload from MR (`mr_key`, `mr_offset`, `pay_len`).
+pub const TX_OP_MERGE: u16 = 2;
+
+/// TX flag (plain): insert the 16-bit ones'-complement sum of
+/// `frame[csum_start..]` at `csum_start + csum_offset` (CHECKSUM_PARTIAL:
+/// the driver pre-seeds the field with the pseudo-header sum).
+pub const TXF_CSUM_PARTIAL: u16 = 1 << 0;
+/// TX flag (merge): segment the payload into `mss`-byte TCP segments.
+pub const TXF_TSO: u16 = 1 << 1;
+/// All TX flags defined.
+pub const TXF_ALL: u16 = TXF_CSUM_PARTIAL | TXF_TSO;
+
+le_struct! {
+    /// TX queue entry (driver -> NIC), 64 bytes.
+    pub struct TxDesc(64) {
+        /// `TX_OP_*`.
+        pub opcode: u16,
+        /// `TXF_*`.
+        pub flags: u16,
+        /// Plain: frame length. Merge: header length (Ethernet+IPv4+TCP).
+        pub buf_len: u32,
+        /// Guest-physical address of the frame (plain) or header (merge).
+        pub buf_addr: u64,
+        /// Plain + TXF_CSUM_PARTIAL: checksum start offset in the frame.
+        pub csum_start: u16,
+        /// Plain + TXF_CSUM_PARTIAL: checksum field offset from csum_start.
+        pub csum_offset: u16,
+        /// Merge + TXF_TSO: TCP payload bytes per segment (0 = from MTU).
+        pub mss: u16,
+        /// Reserved, 0.
+        pub rsvd0: u16,
+        /// Merge: MR key of the payload (needs MR_ACCESS_LOCAL_READ).
+        pub mr_key: u32,
+        /// Merge: payload length in bytes (0 allowed: header only).
+        pub pay_len: u32,
+        /// Merge: payload offset inside the MR.
+        pub mr_offset: u64,
+        /// Opaque, echoed in the completion.
+        pub cookie: u64,
+        /// Reserved, 0.
+        pub rsvd1: u64,
+        /// Reserved, 0.
+        pub rsvd2: u64,
+    }
+}
+
+le_struct! {
+    /// TX completion entry (NIC -> driver), 16 bytes. One per TX descriptor,
+    /// in descriptor order.
+    pub struct TxCompletion(16) {
+        /// `cookie` of the descriptor.
+        pub cookie: u64,
+        /// Free-running TX queue index of the descriptor.
+        pub index: u32,
+        /// `status::ST_*`.
+        pub status: u16,
+        /// Frames put on the wire (TSO: segments), 0 on error.
+        pub frames: u16,
+    }
+}
+
+le_struct! {
+    /// RX buffer queue entry (driver -> NIC), 16 bytes.
+    pub struct RxBufDesc(16) {
+        /// Guest-physical buffer address.
+        pub addr: u64,
+        /// Buffer length; a frame longer than this completes with ST_TOO_BIG.
+        pub len: u32,
+        /// Reserved, 0.
+        pub rsvd0: u32,
+    }
+}
+
+/// RX flag: the frame is IPv4/TCP.
+pub const RXF_TCP: u16 = 1 << 0;
+/// RX flag: the TCP checksum was verified good (CHECKSUM_UNNECESSARY).
+pub const RXF_CSUM_OK: u16 = 1 << 1;
+/// RX flag: the frame belongs to an installed flow (fallback delivery).
+pub const RXF_FLOW: u16 = 1 << 2;
+/// RX flag: the TCP checksum was verified bad (non-flow frames only).
+pub const RXF_CSUM_BAD: u16 = 1 << 3;
+
+le_struct! {
+    /// RX completion entry (NIC -> driver), 32 bytes. RX buffers are consumed
+    /// in queue order; each completion names the buffer it used.
+    pub struct RxCompletion(32) {
+        /// Free-running RX buffer queue index of the buffer used.
+        pub index: u32,
+        /// Frame length written into the buffer.
+        pub len: u32,
+        /// `ST_OK` or `ST_TOO_BIG` (buffer too small; nothing written) or
+        /// `ST_DMA` (buffer outside guest RAM; nothing written).
+        pub status: u16,
+        /// `RXF_*`.
+        pub flags: u16,
+        /// With RXF_FLOW: the flow index.
+        pub flow: u32,
+        /// Reserved, 0.
+        pub rsvd0: u64,
+        /// Reserved, 0.
+        pub rsvd1: u64,
+    }
+}
+
+/// Header queue slot size; the packet header bytes follow the metadata.
+pub const HDRQ_ENTRY_SIZE: usize = 256;
+/// Offset of the header bytes inside a header queue slot.
+pub const HDRQ_HDR_OFFSET: usize = 64;
+/// Largest header carried (Ethernet + IPv4 + TCP with options fit).
+pub const HDRQ_HDR_MAX: usize = HDRQ_ENTRY_SIZE - HDRQ_HDR_OFFSET;
+
+/// Header flag: the entry covers several packets (coalesced).
+pub const HDRF_COALESCED: u16 = 1 << 0;
+/// Header flag: placed above the cursor (out of order).
+pub const HDRF_OOO: u16 = 1 << 1;
+/// Header flag: entirely below the cursor; nothing was written.
+pub const HDRF_DUP: u16 = 1 << 2;
+/// Header flag: the packet carried no payload (pure ACK/FIN/RST...).
+pub const HDRF_NO_PAYLOAD: u16 = 1 << 3;
+
+le_struct! {
+    /// Header queue metadata (first 64 bytes of a 256-byte slot). The header
+    /// bytes (Ethernet + IPv4 + TCP of the last packet covered, IP total
+    /// length as received) follow at `HDRQ_HDR_OFFSET`.
+    pub struct HdrEntry(64) {
+        /// `ST_OK`.
+        pub status: u16,
+        /// `HDRF_*`.
+        pub flags: u16,
+        /// Flow index.
+        pub flow: u32,
+        /// TCP sequence number of the first payload byte covered.
+        pub seq: u32,
+        /// Payload bytes covered, starting at `seq`.
+        pub len: u32,
+        /// Stream offset of `seq` (bytes since the flow's rx_isn).
+        pub stream_off: u64,
+        /// Stream offset up to which the payload is placed contiguously.
+        pub cursor: u64,
+        /// Payload bytes newly written by this entry.
+        pub placed: u32,
+        /// Packets covered (1 unless coalesced).
+        pub nsegs: u16,
+        /// Header bytes following the metadata.
+        pub hdr_len: u16,
+        /// Port the packets arrived on.
+        pub port: u16,
+        /// TCP flags of the last packet.
+        pub tcp_flags: u16,
+        /// Reserved, 0.
+        pub rsvd0: u32,
+        /// Reserved, 0.
+        pub rsvd1: u64,
+        /// Reserved, 0.
+        pub rsvd2: u64,
+    }
+}
+
+le_struct! {
+    /// Event queue entry (NIC -> driver), 16 bytes.
+    pub struct Event(16) {
+        /// `status::EV_*`.
+        pub code: u16,
+        /// Port concerned (0 for global events).
+        pub port: u16,
+        /// Event-specific (queue id, fatal code, link state).
+        pub info: u32,
+        /// Event-specific detail (status code of a queue error).
+        pub detail: u64,
+    }
+}

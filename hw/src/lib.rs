@@ -1,0 +1,13 @@
+//! ZeroNIC hardware interface: the one source of truth for the layouts shared
+//! by the device model (`qemu/nic`) and the kernel driver.
+//!
+//! Each module file compiles standalone (only `core`, no `use` of siblings) so
+//! the kernel module can include it verbatim with `#[path = ...] mod ...;`.
+//! The normative prose is `docs/hardware.md`; `tests/spec_tables.rs` pins the
+//! tables there to the constants here.
+#![no_std]
+
+pub mod cmd;
+pub mod desc;
+pub mod regs;
+pub mod status;

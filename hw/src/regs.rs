@@ -1,0 +1,333 @@
+//! BAR2 register map, device identity and capacities of the ZeroNIC.
+//!
+//! All registers are little-endian. 32-bit registers are accessed with 32-bit
+//! loads/stores, 64-bit registers (`*_BASE`, statistics) with 64-bit ones.
+//! Offsets are from the start of BAR2 unless the name says otherwise.
+
+// ---- PCI identity (the ivshmem-doorbell function QEMU exposes) ----
+/// PCI vendor id of QEMU's ivshmem (Red Hat / virtio range).
+pub const PCI_VENDOR_ID: u16 = 0x1af4;
+/// PCI device id of ivshmem; the ZeroNIC is recognised by `REG_MAGIC` in BAR2.
+pub const PCI_DEVICE_ID: u16 = 0x1110;
+
+// ---- BAR0: ivshmem's own registers (owned by QEMU, not by the model) ----
+/// BAR0: interrupt mask (unused by ZeroNIC, MSI-X is used).
+pub const BAR0_INTRMASK: usize = 0x00;
+/// BAR0: interrupt status (unused by ZeroNIC, MSI-X is used).
+pub const BAR0_INTRSTATUS: usize = 0x04;
+/// BAR0: read-only, this guest's ivshmem peer id.
+pub const BAR0_IVPOSITION: usize = 0x08;
+/// BAR0: write `(peer << 16) | vector` to ring peer `peer`'s eventfd `vector`.
+pub const BAR0_DOORBELL: usize = 0x0c;
+/// The model is always ivshmem peer 0.
+pub const NIC_PEER_ID: u16 = 0;
+
+/// Doorbell vector: command queue producer index advanced.
+pub const DB_CMD: u16 = 0;
+/// Doorbell vector: a TX queue producer index advanced.
+pub const DB_TX: u16 = 1;
+/// Doorbell vector: an RX buffer queue producer index advanced.
+pub const DB_RX: u16 = 2;
+/// Doorbell vector: a completion consumer index advanced or a vector unmasked.
+pub const DB_REARM: u16 = 3;
+/// Number of doorbell vectors the model listens on.
+pub const NUM_DOORBELLS: u32 = 4;
+
+/// The value of a doorbell write for doorbell class `db`.
+pub const fn doorbell_value(db: u16) -> u32 {
+    ((NIC_PEER_ID as u32) << 16) | db as u32
+}
+
+// ---- identity ----
+/// `REG_MAGIC` value: the bytes "ZNIC" in memory order.
+pub const ZN_MAGIC: u32 = 0x4349_4e5a;
+/// Major version; a driver refuses a different major.
+pub const ZN_VERSION_MAJOR: u32 = 1;
+/// Minor version; additions only.
+pub const ZN_VERSION_MINOR: u32 = 0;
+/// `REG_VERSION` value: `major << 16 | minor`.
+pub const ZN_VERSION: u32 = (ZN_VERSION_MAJOR << 16) | ZN_VERSION_MINOR;
+/// Size of BAR2 (the ivshmem shared-memory object), bytes.
+pub const BAR2_SIZE: usize = 0x1_0000;
+
+// ---- capability bits in REG_CAPS ----
+/// RX Split Unit: header/payload split and placement for installed flows.
+pub const CAP_RX_SPLIT: u32 = 1 << 0;
+/// TX Merge Unit: header from the host + payload DMA-read from an MR.
+pub const CAP_TX_MERGE: u32 = 1 << 1;
+/// TCP segmentation of merge sends (`TXF_TSO`).
+pub const CAP_TSO: u32 = 1 << 2;
+/// CHECKSUM_PARTIAL-style checksum insertion on plain TX (`TXF_CSUM_PARTIAL`).
+pub const CAP_TX_CSUM: u32 = 1 << 3;
+/// RX TCP checksum verification (`RXF_CSUM_OK`).
+pub const CAP_RX_CSUM: u32 = 1 << 4;
+/// Coalescing of contiguous placements into one header-queue entry.
+pub const CAP_RX_COALESCE: u32 = 1 << 5;
+/// Ring-buffer RX placement target (`FLOW_RX_RING`).
+pub const CAP_RX_RING: u32 = 1 << 6;
+/// All capabilities of this version.
+pub const ZN_CAPS: u32 = CAP_RX_SPLIT
+    | CAP_TX_MERGE
+    | CAP_TSO
+    | CAP_TX_CSUM
+    | CAP_RX_CSUM
+    | CAP_RX_COALESCE
+    | CAP_RX_RING;
+
+// ---- capacities (also readable from BAR2) ----
+/// Ports per guest in the largest topology.
+pub const MAX_PORTS: u32 = 2;
+/// Largest MTU (IP packet bytes) a port accepts; frames add 14 bytes.
+pub const MAX_MTU: u32 = 65_280;
+/// Ethernet II header length.
+pub const ETH_HLEN: u32 = 14;
+/// Largest frame on the wire (no FCS on the emulated wire).
+pub const MAX_FRAME: u32 = MAX_MTU + ETH_HLEN;
+/// Default MTU after reset.
+pub const DEFAULT_MTU: u32 = 9_000;
+/// MR Table entries.
+pub const MR_CAPACITY: u32 = 4_096;
+/// Pages one region may span (4 GiB of 4 KiB pages).
+pub const MR_MAX_PAGES: u32 = 1 << 20;
+/// Page size of MR page lists.
+pub const MR_PAGE_SIZE: u64 = 4_096;
+/// Flow Table entries.
+pub const FLOW_CAPACITY: u32 = 1_024;
+/// Receive memory segments postable per flow at once.
+pub const MS_PER_FLOW: u32 = 256;
+/// Largest ring (entries, a power of two).
+pub const MAX_RING: u32 = 4_096;
+/// MSI-X vectors the NIC raises: 1 async + 2 per port.
+pub const NUM_VECTORS: u32 = 1 + 2 * MAX_PORTS;
+/// Vector slots in the vector-control table.
+pub const MAX_VECTORS: u32 = 16;
+/// Default RX coalescing limit (bytes per header-queue entry).
+pub const DEFAULT_COALESCE_BYTES: u32 = 65_536;
+
+// ---- global registers ----
+/// ro u32: `ZN_MAGIC`.
+pub const REG_MAGIC: usize = 0x000;
+/// ro u32: `ZN_VERSION`.
+pub const REG_VERSION: usize = 0x004;
+/// ro u32: capability bits `CAP_*`.
+pub const REG_CAPS: usize = 0x008;
+/// ro u32: ports of this guest (1 or 2).
+pub const REG_NUM_PORTS: usize = 0x00c;
+/// ro u32: `MAX_MTU`.
+pub const REG_MAX_MTU: usize = 0x010;
+/// ro u32: MSI-X vectors used (`NUM_VECTORS` for 2 ports; 1 + 2 * ports).
+pub const REG_NUM_VECTORS: usize = 0x014;
+/// ro u32: `MR_CAPACITY`.
+pub const REG_MR_CAPACITY: usize = 0x018;
+/// ro u32: `MR_MAX_PAGES`.
+pub const REG_MR_MAX_PAGES: usize = 0x01c;
+/// ro u32: `FLOW_CAPACITY`.
+pub const REG_FLOW_CAPACITY: usize = 0x020;
+/// ro u32: `MS_PER_FLOW`.
+pub const REG_MS_PER_FLOW: usize = 0x024;
+/// ro u32: `MAX_RING`.
+pub const REG_MAX_RING: usize = 0x028;
+/// ro u32: `BAR2_SIZE`.
+pub const REG_BAR2_SIZE: usize = 0x02c;
+/// ro u32: size of the guest RAM the model maps (MiB), 0 if not mapped yet.
+pub const REG_DMA_WINDOW_MB: usize = 0x030;
+/// rw u32: device control, `DEV_CTRL_*`.
+pub const REG_DEV_CTRL: usize = 0x040;
+/// ro u32: device status, `DEV_STATUS_*`.
+pub const REG_DEV_STATUS: usize = 0x044;
+/// ro u32: first fatal error code (`status::*`), 0 if none.
+pub const REG_FATAL_CODE: usize = 0x048;
+/// ro u32: fatal error detail (the queue id for queue errors).
+pub const REG_FATAL_INFO: usize = 0x04c;
+/// ro u32: incremented by the model on every scan (liveness).
+pub const REG_HEARTBEAT: usize = 0x050;
+/// rw u32: scratch, untouched by the model except at reset.
+pub const REG_SCRATCH: usize = 0x054;
+/// ro u64 array: global statistics, index `GSTAT_*`.
+pub const REG_GSTATS: usize = 0x080;
+/// Global statistics slots.
+pub const GSTAT_SLOTS: usize = 16;
+
+/// REG_DEV_CTRL: write 1 to reset; the model clears it when reset is done.
+pub const DEV_CTRL_RESET: u32 = 1 << 0;
+/// REG_DEV_CTRL: data path enabled (queues are only served while set).
+pub const DEV_CTRL_ENABLE: u32 = 1 << 1;
+/// REG_DEV_STATUS: reset complete, registers valid.
+pub const DEV_STATUS_READY: u32 = 1 << 0;
+/// REG_DEV_STATUS: a fatal error happened; only a reset clears it.
+pub const DEV_STATUS_FATAL: u32 = 1 << 1;
+/// REG_DEV_STATUS: the guest RAM (DMA window) is mapped.
+pub const DEV_STATUS_DMA_OK: u32 = 1 << 2;
+/// REG_DEV_STATUS: the data path is running (mirrors DEV_CTRL_ENABLE).
+pub const DEV_STATUS_ENABLED: u32 = 1 << 3;
+
+/// Global stat: commands completed with `ST_OK`.
+pub const GSTAT_CMD_OK: usize = 0;
+/// Global stat: commands completed with an error status.
+pub const GSTAT_CMD_ERR: usize = 1;
+/// Global stat: DMA accesses refused (outside guest RAM).
+pub const GSTAT_DMA_ERR: usize = 2;
+/// Global stat: doorbells received.
+pub const GSTAT_DOORBELLS: usize = 3;
+/// Global stat: MSI-X interrupts raised.
+pub const GSTAT_IRQS: usize = 4;
+/// Global stat: queue configuration errors.
+pub const GSTAT_QUEUE_ERR: usize = 5;
+/// Global stat: events dropped because the event queue was full or off.
+pub const GSTAT_EVQ_DROP: usize = 6;
+/// Global stat: resets performed.
+pub const GSTAT_RESETS: usize = 7;
+
+// ---- queue register blocks ----
+/// Global queue block: command queue (driver -> NIC).
+pub const REG_CMDQ: usize = 0x100;
+/// Global queue block: command completion queue (NIC -> driver).
+pub const REG_CMDCQ: usize = 0x120;
+/// Global queue block: event queue (NIC -> driver).
+pub const REG_EVQ: usize = 0x140;
+/// Size of one queue register block.
+pub const QUEUE_BLOCK_SIZE: usize = 0x20;
+/// Queue block: rw u64 guest-physical ring base (aligned to 64 bytes).
+pub const Q_BASE: usize = 0x00;
+/// Queue block: rw u32 entries, a power of two in 1..=MAX_RING.
+pub const Q_SIZE: usize = 0x08;
+/// Queue block: rw u32 control, `Q_CTRL_ENABLE`.
+pub const Q_CTRL: usize = 0x0c;
+/// Queue block: u32 producer index (free-running, written by the producer).
+pub const Q_PROD: usize = 0x10;
+/// Queue block: u32 consumer index (free-running, written by the consumer).
+pub const Q_CONS: usize = 0x14;
+/// Queue block: ro u32 status, `Q_STATUS_*`.
+pub const Q_STATUS: usize = 0x18;
+/// Queue block: ro u32 last error code of this queue (`status::*`).
+pub const Q_ERROR: usize = 0x1c;
+/// Q_CTRL: enable; base and size are latched on the 0 -> 1 edge.
+pub const Q_CTRL_ENABLE: u32 = 1 << 0;
+/// Q_STATUS: the model accepted the configuration and serves the queue.
+pub const Q_STATUS_ENABLED: u32 = 1 << 0;
+/// Q_STATUS: configuration refused or ring unreachable; see Q_ERROR.
+pub const Q_STATUS_ERROR: u32 = 1 << 1;
+
+// ---- interrupt vector control ----
+/// Vector table: one block per MSI-X vector.
+pub const REG_VECTORS: usize = 0x200;
+/// Size of one vector block.
+pub const VEC_BLOCK_SIZE: usize = 0x10;
+/// Vector block: rw u32, nonzero = masked (the NIC holds the interrupt).
+pub const VEC_MASK: usize = 0x0;
+/// Vector block: rw u32 moderation delay in microseconds (0 = none).
+pub const VEC_ITR_USECS: usize = 0x4;
+/// Vector block: rw u32 moderation entry threshold (0 or 1 = every entry).
+pub const VEC_ITR_ENTRIES: usize = 0x8;
+/// Vector block: ro u32 interrupts raised on this vector.
+pub const VEC_RAISED: usize = 0xc;
+/// Vector: command completions and events.
+pub const VEC_ASYNC: u32 = 0;
+
+/// Vector of RX completions and header-queue entries of port `port`.
+pub const fn vec_rx(port: u32) -> u32 {
+    1 + 2 * port
+}
+
+/// Vector of TX completions of port `port`.
+pub const fn vec_tx(port: u32) -> u32 {
+    2 + 2 * port
+}
+
+/// Offset of the block of vector `v`.
+pub const fn vec_block(v: u32) -> usize {
+    REG_VECTORS + v as usize * VEC_BLOCK_SIZE
+}
+
+// ---- ports ----
+/// First port block.
+pub const REG_PORTS: usize = 0x1000;
+/// Size of one port block.
+pub const PORT_STRIDE: usize = 0x800;
+/// Port block: rw u32, `PORT_CTRL_ENABLE`.
+pub const PORT_CTRL: usize = 0x000;
+/// Port block: rw u32 MTU (IP bytes), 68..=MAX_MTU; latched on enable.
+pub const PORT_MTU: usize = 0x004;
+/// Port block: rw u32 MAC bytes 0..4 (byte 0 in bits 0..8).
+pub const PORT_MAC_LO: usize = 0x008;
+/// Port block: rw u32 MAC bytes 4..6 in bits 0..16.
+pub const PORT_MAC_HI: usize = 0x00c;
+/// Port block: rw u32 max payload bytes per coalesced header entry (0 = off).
+pub const PORT_COALESCE_BYTES: usize = 0x010;
+/// Port block: ro u32 link status, 1 = up (a peer port is wired).
+pub const PORT_LINK: usize = 0x014;
+/// Port block: TX queue (driver -> NIC).
+pub const PORT_TXQ: usize = 0x100;
+/// Port block: TX completion queue (NIC -> driver).
+pub const PORT_TXCQ: usize = 0x120;
+/// Port block: RX buffer queue (driver -> NIC).
+pub const PORT_RXQ: usize = 0x140;
+/// Port block: RX completion queue (NIC -> driver).
+pub const PORT_RXCQ: usize = 0x160;
+/// Port block: header queue of offloaded flows (NIC -> driver).
+pub const PORT_HDRQ: usize = 0x180;
+/// Port block: ro u64 array of statistics, index `PSTAT_*`.
+pub const PORT_STATS: usize = 0x400;
+/// Port statistics slots.
+pub const PSTAT_SLOTS: usize = 64;
+/// PORT_CTRL: port enabled (MTU and MAC latched).
+pub const PORT_CTRL_ENABLE: u32 = 1 << 0;
+
+/// Offset of port `port`'s block.
+pub const fn port_block(port: u32) -> usize {
+    REG_PORTS + port as usize * PORT_STRIDE
+}
+
+// ---- per-port statistics (u64 slots at PORT_STATS + 8 * index) ----
+/// Frames put on the wire.
+pub const PSTAT_TX_FRAMES: usize = 0;
+/// Bytes put on the wire (frames).
+pub const PSTAT_TX_BYTES: usize = 1;
+/// TX descriptors completed with an error status.
+pub const PSTAT_TX_ERRORS: usize = 2;
+/// Payload bytes DMA-read by the TX Merge Unit.
+pub const PSTAT_TX_MERGE_BYTES: usize = 3;
+/// Frames received from the wire.
+pub const PSTAT_RX_FRAMES: usize = 4;
+/// Bytes received from the wire.
+pub const PSTAT_RX_BYTES: usize = 5;
+/// Frames delivered whole to the normal RX queue.
+pub const PSTAT_RX_NORMAL: usize = 6;
+/// Frames of an offloaded flow split and placed.
+pub const PSTAT_RX_SPLIT: usize = 7;
+/// Payload bytes written by placement.
+pub const PSTAT_RX_PLACED_BYTES: usize = 8;
+/// Payload bytes below the cursor not rewritten (duplicates).
+pub const PSTAT_RX_DUP_BYTES: usize = 9;
+/// Offloaded-flow frames sent to the normal queue for lack of posted space.
+pub const PSTAT_RX_FALLBACK: usize = 10;
+/// Frames dropped: TCP checksum of an offloaded flow wrong.
+pub const PSTAT_RX_CSUM_ERR: usize = 11;
+/// Frames dropped: no RX buffer posted (or RX completion queue full).
+pub const PSTAT_RX_NO_BUF: usize = 12;
+/// Frames dropped: header queue full (placement not done).
+pub const PSTAT_RX_HDRQ_FULL: usize = 13;
+/// Frames dropped: malformed (runt, bad lengths) or too big for the MTU.
+pub const PSTAT_RX_MALFORMED: usize = 14;
+/// RX buffers too small for the frame (completed with ST_TOO_BIG).
+pub const PSTAT_RX_BUF_SMALL: usize = 15;
+/// Header-queue entries written.
+pub const PSTAT_HDRQ_ENTRIES: usize = 16;
+/// Packets merged into an existing header-queue entry (coalescing).
+pub const PSTAT_RX_COALESCED: usize = 17;
+/// Placements refused: MR key invalid/revoked or DMA outside guest RAM.
+pub const PSTAT_RX_PLACE_ERR: usize = 18;
+/// TX descriptors refused: bad opcode/flags/lengths.
+pub const PSTAT_TX_BAD_DESC: usize = 19;
+/// TX descriptors refused: DMA address outside guest RAM.
+pub const PSTAT_TX_DMA_ERR: usize = 20;
+/// TX descriptors refused: MR key invalid/revoked, rights or bounds.
+pub const PSTAT_TX_KEY_ERR: usize = 21;
+/// TX frames dropped: port disabled or no link.
+pub const PSTAT_TX_NO_LINK: usize = 22;
+/// Frames generated by TSO (beyond the first of each send).
+pub const PSTAT_TX_TSO_FRAMES: usize = 23;
+/// Duplicates below the cursor seen (frames).
+pub const PSTAT_RX_DUP_FRAMES: usize = 24;
+/// Frames placed above the cursor (out of order).
+pub const PSTAT_RX_OOO_FRAMES: usize = 25;

@@ -1,0 +1,355 @@
+//! One guest's NIC: register file, queues, tables, interrupt moderation.
+//! The RX, TX and command units are `impl Device` blocks in their own files.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zeronic_hw::desc::*;
+use zeronic_hw::regs::*;
+use zeronic_hw::status::*;
+
+use crate::flow::FlowTable;
+use crate::irq::{Irq, NoIrq};
+use crate::mem::{Bar2, GuestMem};
+use crate::mr::MrTable;
+use crate::ring::{Ring, Sync};
+
+/// Header-queue entry being coalesced (not yet written to the ring).
+pub struct OpenHdr {
+    /// Metadata.
+    pub meta: HdrEntry,
+    /// Header bytes of the last packet.
+    pub hdr: Vec<u8>,
+    /// TCP ack number of the packets merged (coalesce only equal acks).
+    pub ack: u32,
+}
+
+/// Per-port state.
+pub struct Port {
+    /// Port enabled (MTU latched).
+    pub enabled: bool,
+    /// Latched MTU.
+    pub mtu: u32,
+    /// TX queue.
+    pub txq: Ring,
+    /// TX completion queue.
+    pub txcq: Ring,
+    /// RX buffer queue.
+    pub rxq: Ring,
+    /// RX completion queue.
+    pub rxcq: Ring,
+    /// Header queue.
+    pub hdrq: Ring,
+    /// Header entry being coalesced.
+    pub open: Option<OpenHdr>,
+    /// A peer port is wired.
+    pub link: bool,
+}
+
+impl Port {
+    fn new(p: u32) -> Self {
+        let b = port_block(p);
+        Self {
+            enabled: false,
+            mtu: DEFAULT_MTU,
+            txq: Ring::new(b + PORT_TXQ, TxDesc::SIZE, qid(p, QK_TXQ)),
+            txcq: Ring::new(b + PORT_TXCQ, TxCompletion::SIZE, qid(p, QK_TXCQ)),
+            rxq: Ring::new(b + PORT_RXQ, RxBufDesc::SIZE, qid(p, QK_RXQ)),
+            rxcq: Ring::new(b + PORT_RXCQ, RxCompletion::SIZE, qid(p, QK_RXCQ)),
+            hdrq: Ring::new(b + PORT_HDRQ, HDRQ_ENTRY_SIZE, qid(p, QK_HDRQ)),
+            open: None,
+            link: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct VecState {
+    pending: u32,
+    since: Option<Instant>,
+}
+
+/// The device of one guest.
+pub struct Device {
+    /// Register file.
+    pub bar: Arc<Bar2>,
+    /// DMA window (None while no guest RAM is mapped).
+    pub mem: Option<Arc<GuestMem>>,
+    irq: Arc<dyn Irq>,
+    /// Ports of this guest.
+    pub nports: u32,
+    pub(crate) cmdq: Ring,
+    pub(crate) cmdcq: Ring,
+    pub(crate) evq: Ring,
+    /// Ports.
+    pub ports: Vec<Port>,
+    /// MR Table.
+    pub mrs: MrTable,
+    /// Flow Table.
+    pub flows: FlowTable,
+    vecs: [VecState; MAX_VECTORS as usize],
+    fatal: bool,
+    /// A guest (QEMU) is connected.
+    pub attached: bool,
+}
+
+impl Device {
+    /// A device in the reset state.
+    pub fn new(bar: Arc<Bar2>, nports: u32) -> Self {
+        let mut d = Self {
+            bar,
+            mem: None,
+            irq: Arc::new(NoIrq),
+            nports: nports.clamp(1, MAX_PORTS),
+            cmdq: Ring::new(REG_CMDQ, 64, qid(0, QK_CMDQ)),
+            cmdcq: Ring::new(REG_CMDCQ, 16, qid(0, QK_CMDCQ)),
+            evq: Ring::new(REG_EVQ, Event::SIZE, qid(0, QK_EVQ)),
+            ports: Vec::new(),
+            mrs: MrTable::new(),
+            flows: FlowTable::new(),
+            vecs: Default::default(),
+            fatal: false,
+            attached: false,
+        };
+        d.reset();
+        d
+    }
+
+    /// Attaches a guest (connect): DMA window and interrupt sink.
+    pub fn attach(&mut self, mem: Option<Arc<GuestMem>>, irq: Arc<dyn Irq>) {
+        self.mem = mem;
+        self.irq = irq;
+        self.attached = true;
+        self.reset();
+    }
+
+    /// Detaches the guest (disconnect, VM reboot): back to reset state.
+    pub fn detach(&mut self) {
+        self.mem = None;
+        self.irq = Arc::new(NoIrq);
+        self.attached = false;
+        self.reset();
+    }
+
+    /// Sets the DMA window late (RAM file appeared after connect).
+    pub fn set_mem(&mut self, mem: Arc<GuestMem>) {
+        self.mem = Some(mem);
+        self.write_identity();
+    }
+
+    /// Marks which ports have a peer.
+    pub fn set_link(&mut self, port: u32, up: bool) {
+        if let Some(p) = self.ports.get_mut(port as usize) {
+            p.link = up;
+            self.bar.w32(port_block(port) + PORT_LINK, up as u32);
+        }
+    }
+
+    /// Full reset: tables cleared, queues off, registers to reset values.
+    pub fn reset(&mut self) {
+        let links: Vec<bool> = self.ports.iter().map(|p| p.link).collect();
+        let resets = self.bar.r64(REG_GSTATS + 8 * GSTAT_RESETS);
+        // Identity, DEV_CTRL and DEV_STATUS stay readable throughout; DEV_CTRL
+        // is cleared last, which is the driver's "reset done" signal.
+        self.bar.clear_except((REG_MAGIC, REG_DEV_STATUS + 4));
+        self.cmdq = Ring::new(REG_CMDQ, 64, qid(0, QK_CMDQ));
+        self.cmdcq = Ring::new(REG_CMDCQ, 16, qid(0, QK_CMDCQ));
+        self.evq = Ring::new(REG_EVQ, Event::SIZE, qid(0, QK_EVQ));
+        self.ports = (0..self.nports).map(Port::new).collect();
+        self.mrs = MrTable::new();
+        self.flows = FlowTable::new();
+        self.vecs = Default::default();
+        self.fatal = false;
+        for (p, up) in links.into_iter().enumerate() {
+            self.set_link(p as u32, up);
+        }
+        for p in 0..self.nports {
+            let b = port_block(p);
+            self.bar.w32(b + PORT_MTU, DEFAULT_MTU);
+            self.bar
+                .w32(b + PORT_COALESCE_BYTES, DEFAULT_COALESCE_BYTES);
+        }
+        self.bar.w64(REG_GSTATS + 8 * GSTAT_RESETS, resets + 1);
+        self.bar.w32(REG_FATAL_CODE, 0);
+        self.bar.w32(REG_FATAL_INFO, 0);
+        self.write_identity();
+        self.bar.w32(REG_DEV_CTRL, 0);
+        self.write_identity(); // ENABLED now reflects the cleared DEV_CTRL
+    }
+
+    fn write_identity(&self) {
+        let b = &self.bar;
+        b.w32(REG_MAGIC, ZN_MAGIC);
+        b.w32(REG_VERSION, ZN_VERSION);
+        b.w32(REG_CAPS, ZN_CAPS);
+        b.w32(REG_NUM_PORTS, self.nports);
+        b.w32(REG_MAX_MTU, MAX_MTU);
+        b.w32(REG_NUM_VECTORS, 1 + 2 * self.nports);
+        b.w32(REG_MR_CAPACITY, MR_CAPACITY);
+        b.w32(REG_MR_MAX_PAGES, MR_MAX_PAGES);
+        b.w32(REG_FLOW_CAPACITY, FLOW_CAPACITY);
+        b.w32(REG_MS_PER_FLOW, MS_PER_FLOW);
+        b.w32(REG_MAX_RING, MAX_RING);
+        b.w32(REG_BAR2_SIZE, BAR2_SIZE as u32);
+        let mb = self.mem.as_ref().map_or(0, |m| (m.len() >> 20) as u32);
+        b.w32(REG_DMA_WINDOW_MB, mb);
+        let mut st = DEV_STATUS_READY;
+        if self.mem.is_some() {
+            st |= DEV_STATUS_DMA_OK;
+        }
+        if self.fatal {
+            st |= DEV_STATUS_FATAL;
+        }
+        if b.r32(REG_DEV_CTRL) & DEV_CTRL_ENABLE != 0 {
+            st |= DEV_STATUS_ENABLED;
+        }
+        b.w32(REG_DEV_STATUS, st);
+    }
+
+    /// True while the data path is enabled.
+    pub fn enabled(&self) -> bool {
+        !self.fatal && self.bar.r32(REG_DEV_CTRL) & DEV_CTRL_ENABLE != 0
+    }
+
+    /// Adds to a global statistic.
+    pub fn gstat(&self, i: usize, v: u64) {
+        self.bar.add64(REG_GSTATS + 8 * i, v);
+    }
+
+    /// Adds to a port statistic.
+    pub fn pstat(&self, port: u32, i: usize, v: u64) {
+        self.bar.add64(port_block(port) + PORT_STATS + 8 * i, v);
+    }
+
+    /// Reads a port statistic.
+    pub fn pstat_get(&self, port: u32, i: usize) -> u64 {
+        self.bar.r64(port_block(port) + PORT_STATS + 8 * i)
+    }
+
+    /// Posts an event (dropped and counted if the event queue cannot take it).
+    pub fn event(&mut self, code: u16, port: u16, info: u32, detail: u64) {
+        let e = Event {
+            code,
+            port,
+            info,
+            detail,
+        };
+        let ok = match self.mem.clone() {
+            Some(m) => self.evq.produce(&self.bar, &m, &e.encode()),
+            None => false,
+        };
+        if ok {
+            self.note_entry(VEC_ASYNC, Instant::now());
+        } else {
+            self.gstat(GSTAT_EVQ_DROP, 1);
+        }
+    }
+
+    /// Enters the fatal state: data path stops until a reset.
+    pub fn set_fatal(&mut self, code: u16, info: u32) {
+        if !self.fatal {
+            self.fatal = true;
+            self.bar.w32(REG_FATAL_CODE, code as u32);
+            self.bar.w32(REG_FATAL_INFO, info);
+            self.write_identity();
+            log::warn!("device fatal: code {code} info {info:#x}");
+            self.event(EV_FATAL, 0, code as u32, info as u64);
+        }
+    }
+
+    fn queue_refused(&mut self, q: u32, code: u16) {
+        self.gstat(GSTAT_QUEUE_ERR, 1);
+        log::info!("queue {q:#x} refused: status {code}");
+        self.event(EV_QUEUE_ERROR, (q >> 8) as u16, q, code as u64);
+    }
+
+    /// Records a new entry on a vector's queues for moderation.
+    pub fn note_entry(&mut self, v: u32, now: Instant) {
+        if let Some(s) = self.vecs.get_mut(v as usize) {
+            s.pending += 1;
+            s.since.get_or_insert(now);
+        }
+    }
+
+    /// Raises vectors whose moderation condition is met; returns the next
+    /// instant a held vector becomes due.
+    pub fn service_irqs(&mut self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        for v in 0..MAX_VECTORS {
+            let s = self.vecs[v as usize];
+            let Some(since) = s.since else { continue };
+            let blk = vec_block(v);
+            if self.bar.r32(blk + VEC_MASK) != 0 {
+                continue; // held until unmasked (then DB_REARM)
+            }
+            let usecs = self.bar.r32(blk + VEC_ITR_USECS) as u64;
+            let thresh = self.bar.r32(blk + VEC_ITR_ENTRIES).max(1);
+            let due = since + Duration::from_micros(usecs);
+            if s.pending >= thresh || now >= due {
+                self.vecs[v as usize] = VecState::default();
+                let raised = self.bar.r32(blk + VEC_RAISED).wrapping_add(1);
+                self.bar.w32(blk + VEC_RAISED, raised);
+                self.gstat(GSTAT_IRQS, 1);
+                self.irq.raise(v);
+            } else {
+                next = Some(next.map_or(due, |n| n.min(due)));
+            }
+        }
+        next
+    }
+
+    /// Control-path scan: reset request, queue and port enables, commands.
+    pub fn scan_control(&mut self, now: Instant) {
+        let hb = self.bar.r32(REG_HEARTBEAT).wrapping_add(1);
+        self.bar.w32(REG_HEARTBEAT, hb);
+        if self.bar.r32(REG_DEV_CTRL) & DEV_CTRL_RESET != 0 {
+            self.reset(); // clears DEV_CTRL, RESET bit included
+            return;
+        }
+        self.write_identity();
+        let mem = self.mem.clone();
+        let m = mem.as_deref();
+        for (q, fatal) in [(0usize, true), (1, true), (2, false)] {
+            let r = match q {
+                0 => &mut self.cmdq,
+                1 => &mut self.cmdcq,
+                _ => &mut self.evq,
+            };
+            let id = r.qid;
+            if let Sync::Refused(code) = r.sync(&self.bar, m) {
+                self.queue_refused(id, code);
+                if fatal {
+                    self.set_fatal(code, id);
+                }
+            }
+        }
+        for p in 0..self.nports as usize {
+            let b = port_block(p as u32);
+            let en = self.bar.r32(b + PORT_CTRL) & PORT_CTRL_ENABLE != 0;
+            if en && !self.ports[p].enabled {
+                self.ports[p].mtu = self.bar.r32(b + PORT_MTU).clamp(68, MAX_MTU);
+                self.bar.w32(b + PORT_MTU, self.ports[p].mtu);
+            }
+            self.ports[p].enabled = en;
+            let mut refused = Vec::new();
+            let port = &mut self.ports[p];
+            for r in [
+                &mut port.txq,
+                &mut port.txcq,
+                &mut port.rxq,
+                &mut port.rxcq,
+                &mut port.hdrq,
+            ] {
+                match r.sync(&self.bar, m) {
+                    Sync::Refused(code) => refused.push((r.qid, code)),
+                    Sync::Disabled if r.qid & 0xff == QK_HDRQ => port.open = None,
+                    _ => {}
+                }
+            }
+            for (id, code) in refused {
+                self.queue_refused(id, code);
+            }
+        }
+        self.process_commands(now);
+    }
+}

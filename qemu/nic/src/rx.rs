@@ -1,0 +1,389 @@
+//! RX unit: normal delivery into posted RX buffers, and the RX Split Unit
+//! for installed flows (checksum, placement by sequence number through the
+//! MS List and MR Table, header + placement metadata on the header queue,
+//! coalescing of contiguous placements).
+
+use std::time::Instant;
+
+use zeronic_hw::cmd::MR_ACCESS_LOCAL_WRITE;
+use zeronic_hw::desc::*;
+use zeronic_hw::regs::*;
+use zeronic_hw::status::*;
+
+use crate::csum::{copy_sum, pseudo_v4, sum_raw};
+use crate::device::{Device, OpenHdr};
+use crate::flow::Plan;
+use crate::frame::{parse_tcp4, Frame, Tcp4, ETH_HLEN, TCP_ACK, TCP_PSH};
+
+fn ip_u32(a: [u8; 4]) -> u32 {
+    u32::from_be_bytes(a)
+}
+
+/// Checksum of the TCP segment of `f` (pseudo-header included); true if good.
+fn tcp_csum_ok(f: &Frame, t: &Tcp4) -> bool {
+    let mut c = pseudo_v4(t.src, t.dst, t.tcp_len() as u16);
+    let r = f.for_pieces(t.l4_off(), t.tcp_len(), |p, n| {
+        // SAFETY: for_pieces hands out ranges valid for the call.
+        c.add_sum(unsafe { sum_raw(p, n) }, n)
+    });
+    r.is_ok() && c.folded() == 0xffff
+}
+
+impl Device {
+    /// Receives one frame from the wire on port `p`.
+    pub fn rx_frame(&mut self, p: u32, f: &mut Frame, now: Instant) {
+        let Some(port) = self.ports.get(p as usize) else {
+            return;
+        };
+        let len = f.len();
+        self.pstat(p, PSTAT_RX_FRAMES, 1);
+        self.pstat(p, PSTAT_RX_BYTES, len as u64);
+        if !self.enabled() || !port.enabled || self.mem.is_none() {
+            self.pstat(p, PSTAT_RX_NO_BUF, 1);
+            return;
+        }
+        if len > (port.mtu + ETH_HLEN as u32) as usize {
+            self.pstat(p, PSTAT_RX_MALFORMED, 1);
+            return;
+        }
+        let parsed = parse_tcp4(&f.head, len);
+        let flow = match parsed {
+            Ok(Some(t)) => {
+                self.flows
+                    .lookup(&(p as u16, ip_u32(t.dst), t.dport, ip_u32(t.src), t.sport))
+            }
+            _ => None,
+        };
+        // Only placement folds a pending TX checksum into its copy; every
+        // other path needs the frame's bytes final first.
+        if flow.is_none() && f.finalize().is_err() {
+            self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
+            return;
+        }
+        match parsed {
+            Err(_) => self.pstat(p, PSTAT_RX_MALFORMED, 1),
+            Ok(None) => self.rx_normal(p, f, 0, 0, now),
+            Ok(Some(t)) => match flow {
+                Some(idx) => self.rx_flow(p, idx, f, &t, now),
+                None => {
+                    let ok = tcp_csum_ok(f, &t);
+                    let fl = RXF_TCP | if ok { RXF_CSUM_OK } else { RXF_CSUM_BAD };
+                    self.rx_normal(p, f, fl, 0, now)
+                }
+            },
+        }
+    }
+
+    /// Delivers a frame whole into the next RX buffer.
+    fn rx_normal(&mut self, p: u32, f: &Frame, flags: u16, flow: u32, now: Instant) {
+        let Some(mem) = self.mem.clone() else { return };
+        let port = &mut self.ports[p as usize];
+        let pending = port.rxq.pending(&self.bar).unwrap_or(0);
+        if pending == 0 || port.rxcq.space(&self.bar) == 0 {
+            self.pstat(p, PSTAT_RX_NO_BUF, 1);
+            return;
+        }
+        let index = port.rxq.idx;
+        let desc = mem.read_array::<16>(port.rxq.slot(index));
+        port.rxq.consume(&self.bar);
+        let len = f.len();
+        let status = match desc.map(|b| RxBufDesc::decode(&b)) {
+            Err(_) => ST_DMA,
+            Ok(d) if (d.len as usize) < len => ST_TOO_BIG,
+            Ok(d) => match mem.check(d.addr, len as u64) {
+                Err(_) => ST_DMA,
+                Ok(dst) => {
+                    let mut off = 0;
+                    let r = f.for_pieces(0, len, |src, n| {
+                        // SAFETY: dst..dst+len is inside guest RAM (checked)
+                        // and off + n <= len; src is valid for the call.
+                        unsafe { std::ptr::copy(src, dst.add(off), n) };
+                        off += n;
+                    });
+                    if r.is_ok() {
+                        ST_OK
+                    } else {
+                        ST_DMA
+                    }
+                }
+            },
+        };
+        match status {
+            ST_OK => self.pstat(p, PSTAT_RX_NORMAL, 1),
+            ST_TOO_BIG => self.pstat(p, PSTAT_RX_BUF_SMALL, 1),
+            _ => self.pstat(p, PSTAT_RX_PLACE_ERR, 1),
+        }
+        let c = RxCompletion {
+            index,
+            len: len as u32,
+            status,
+            flags,
+            flow,
+            ..Default::default()
+        };
+        if self.ports[p as usize]
+            .rxcq
+            .produce(&self.bar, &mem, &c.encode())
+        {
+            self.note_entry(vec_rx(p), now);
+        }
+    }
+
+    /// RX Split Unit for a packet of installed flow `idx`.
+    fn rx_flow(&mut self, p: u32, idx: u32, f: &mut Frame, t: &Tcp4, now: Instant) {
+        let Some(mem) = self.mem.clone() else { return };
+        let pay_len = t.pay_len() as u64;
+        let Some(flow) = self.flows.get_mut(idx) else {
+            return;
+        };
+        let old_cursor = flow.cursor;
+        let o = flow.stream_off(t.seq);
+        let plan = match o {
+            _ if pay_len == 0 => Plan::Dup,
+            None => Plan::Dup,
+            Some(o) => flow.plan(o, pay_len),
+        };
+        let o = o.unwrap_or(0);
+        // Header-queue room: merging needs none, a new entry one more than
+        // the open entry (which is flushed first).
+        let can_merge = matches!(plan, Plan::Place { start, .. } if start == old_cursor)
+            && self.can_coalesce(p, idx, t, pay_len);
+        if !matches!(plan, Plan::Place { .. }) && f.finalize().is_err() {
+            self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
+            return;
+        }
+        if matches!(plan, Plan::NoSpace) {
+            if !tcp_csum_ok(f, t) {
+                self.pstat(p, PSTAT_RX_CSUM_ERR, 1);
+                return;
+            }
+            self.flush_open(p, now);
+            self.pstat(p, PSTAT_RX_FALLBACK, 1);
+            self.rx_normal(p, f, RXF_TCP | RXF_CSUM_OK | RXF_FLOW, idx, now);
+            return;
+        }
+        let port = &self.ports[p as usize];
+        let need = if can_merge {
+            0
+        } else {
+            1 + port.open.is_some() as u32
+        };
+        if !port.hdrq.on || port.hdrq.space(&self.bar) < need {
+            self.pstat(p, PSTAT_RX_HDRQ_FULL, 1);
+            return;
+        }
+        let (mut hflags, mut placed) = (0u16, 0u64);
+        match plan {
+            Plan::Place {
+                skip,
+                start,
+                pieces,
+            } => {
+                let mut dst = Vec::new();
+                for &(key, off, n) in &pieces {
+                    if let Err(_e) =
+                        self.mrs
+                            .translate(key, MR_ACCESS_LOCAL_WRITE, off, n, &mut dst)
+                    {
+                        // Only reachable if a segment outlived its key.
+                        self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
+                        self.flush_open(p, now);
+                        if f.finalize().is_err() {
+                            return;
+                        }
+                        let fl = RXF_TCP | RXF_FLOW;
+                        return self.rx_normal(p, f, fl, idx, now);
+                    }
+                }
+                match place(f, t, skip as usize, &dst, &mem) {
+                    Some(true) => {}
+                    Some(false) => {
+                        self.pstat(p, PSTAT_RX_CSUM_ERR, 1);
+                        return;
+                    }
+                    None => {
+                        self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
+                        return;
+                    }
+                }
+                placed = pay_len - skip;
+                let Some(flow) = self.flows.get_mut(idx) else {
+                    return;
+                };
+                flow.mark_placed(start, o + pay_len);
+                if start > old_cursor {
+                    hflags |= HDRF_OOO;
+                    self.pstat(p, PSTAT_RX_OOO_FRAMES, 1);
+                }
+                if skip > 0 {
+                    self.pstat(p, PSTAT_RX_DUP_BYTES, skip);
+                }
+                self.pstat(p, PSTAT_RX_PLACED_BYTES, placed);
+            }
+            _ => {
+                if !tcp_csum_ok(f, t) {
+                    self.pstat(p, PSTAT_RX_CSUM_ERR, 1);
+                    return;
+                }
+                if pay_len == 0 {
+                    hflags |= HDRF_NO_PAYLOAD;
+                } else {
+                    hflags |= HDRF_DUP;
+                    self.pstat(p, PSTAT_RX_DUP_FRAMES, 1);
+                    self.pstat(p, PSTAT_RX_DUP_BYTES, pay_len);
+                }
+            }
+        }
+        self.pstat(p, PSTAT_RX_SPLIT, 1);
+        let cursor = self.flows.get_mut(idx).map_or(0, |fl| fl.cursor);
+        let hdr = f.head[..t.pay_off().min(HDRQ_HDR_MAX)].to_vec();
+        let port = &mut self.ports[p as usize];
+        if can_merge {
+            if let Some(open) = port.open.as_mut() {
+                open.meta.len += pay_len as u32;
+                open.meta.placed += placed as u32;
+                open.meta.cursor = cursor;
+                open.meta.nsegs += 1;
+                open.meta.hdr_len = hdr.len() as u16;
+                open.meta.tcp_flags = t.flags as u16;
+                open.meta.flags |= HDRF_COALESCED;
+                open.hdr = hdr;
+                self.pstat(p, PSTAT_RX_COALESCED, 1);
+                return;
+            }
+        }
+        self.flush_open(p, now);
+        let meta = HdrEntry {
+            status: ST_OK,
+            flags: hflags,
+            flow: idx,
+            seq: t.seq,
+            len: pay_len as u32,
+            stream_off: o,
+            cursor,
+            placed: placed as u32,
+            nsegs: 1,
+            hdr_len: hdr.len() as u16,
+            port: p as u16,
+            tcp_flags: t.flags as u16,
+            ..Default::default()
+        };
+        self.ports[p as usize].open = Some(OpenHdr {
+            meta,
+            hdr,
+            ack: t.ack,
+        });
+        if self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) == 0 || hflags != 0 {
+            self.flush_open(p, now);
+        }
+    }
+
+    fn can_coalesce(&self, p: u32, idx: u32, t: &Tcp4, pay_len: u64) -> bool {
+        let limit = self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) as u64;
+        let Some(open) = self.ports[p as usize].open.as_ref() else {
+            return false;
+        };
+        let m = &open.meta;
+        m.flow == idx
+            && m.flags & (HDRF_OOO | HDRF_DUP | HDRF_NO_PAYLOAD) == 0
+            && t.flags & !(TCP_ACK | TCP_PSH) == 0
+            && m.tcp_flags as u8 & !(TCP_ACK | TCP_PSH) == 0
+            && m.seq.wrapping_add(m.len) == t.seq
+            && open.ack == t.ack
+            && m.len as u64 + pay_len <= limit
+            && m.nsegs < u16::MAX
+    }
+
+    /// Writes the open header entry of port `p` to the header queue.
+    pub fn flush_open(&mut self, p: u32, now: Instant) {
+        let Some(mem) = self.mem.clone() else { return };
+        let Some(open) = self.ports[p as usize].open.take() else {
+            return;
+        };
+        let mut slot = [0u8; HDRQ_ENTRY_SIZE];
+        slot[..HdrEntry::SIZE].copy_from_slice(&open.meta.encode());
+        let n = open.hdr.len().min(HDRQ_HDR_MAX);
+        slot[HDRQ_HDR_OFFSET..HDRQ_HDR_OFFSET + n].copy_from_slice(&open.hdr[..n]);
+        if self.ports[p as usize].hdrq.produce(&self.bar, &mem, &slot) {
+            self.pstat(p, PSTAT_HDRQ_ENTRIES, 1);
+            self.note_entry(vec_rx(p), now);
+        } else {
+            self.pstat(p, PSTAT_RX_HDRQ_FULL, 1);
+        }
+    }
+
+    /// End of a delivery batch: publish open entries, raise interrupts.
+    pub fn rx_flush(&mut self, now: Instant) -> Option<Instant> {
+        for p in 0..self.nports {
+            self.flush_open(p, now);
+        }
+        self.service_irqs(now)
+    }
+}
+
+/// Copies the payload of `f` (after `skip` bytes) into the guest extents
+/// `dst` while checksumming the segment. Some(false): bad checksum (bytes
+/// may have been written but are not reported placed); None: DMA refused.
+/// A pending TX checksum is completed from the same pass and inserted into
+/// `f.head` (the header the driver sees carries the real checksum).
+fn place(
+    f: &mut Frame,
+    t: &Tcp4,
+    skip: usize,
+    dst: &[(u64, u64)],
+    mem: &crate::mem::GuestMem,
+) -> Option<bool> {
+    let pending = f.csum.take();
+    let (mut c, hdr_len) = match pending {
+        Some(pc) => (pc.partial, 0),
+        None => (pseudo_v4(t.src, t.dst, t.tcp_len() as u16), t.thl),
+    };
+    f.for_pieces(t.pay_off() - hdr_len, hdr_len + skip, |p, n| {
+        // SAFETY: for_pieces hands out ranges valid for the call.
+        c.add_sum(unsafe { sum_raw(p, n) }, n)
+    })
+    .ok()?;
+    let (mut di, mut doff) = (0usize, 0u64);
+    let mut fail = false;
+    let want = t.pay_len() - skip;
+    f.for_pieces(t.pay_off() + skip, want, |mut src, mut n| {
+        while n > 0 && !fail {
+            let Some(&(a, l)) = dst.get(di) else {
+                fail = true;
+                return;
+            };
+            let k = (n as u64).min(l - doff);
+            match mem.check(a + doff, k) {
+                Ok(d) => {
+                    // SAFETY: d..d+k inside guest RAM (checked); src..src+k
+                    // valid for this call (k <= n).
+                    let s = unsafe { copy_sum(d, src, k as usize) };
+                    c.add_sum(s, k as usize);
+                }
+                Err(_) => {
+                    fail = true;
+                    return;
+                }
+            }
+            // SAFETY: k <= n, stays within the piece.
+            src = unsafe { src.add(k as usize) };
+            n -= k as usize;
+            doff += k;
+            if doff == l {
+                di += 1;
+                doff = 0;
+            }
+        }
+    })
+    .ok()?;
+    if fail {
+        return None;
+    }
+    match pending {
+        Some(pc) => {
+            f.set_csum(pc.field, c.finish());
+            Some(true)
+        }
+        None => Some(c.folded() == 0xffff),
+    }
+}
