@@ -46,10 +46,10 @@ TEST(node_is_world_accessible_misc_char_device)
 
 	ASSERT_EQ(0, stat(ZERONIC_DEVICE_PATH, &st));
 	EXPECT_TRUE(S_ISCHR(st.st_mode));
-	EXPECT_EQ(MISC_MAJOR, major(st.st_rdev));
-	EXPECT_EQ(0666, st.st_mode & 07777);
-	EXPECT_EQ(0, st.st_uid);
-	EXPECT_EQ(0, st.st_gid);
+	EXPECT_EQ(MISC_MAJOR, (int)major(st.st_rdev));
+	EXPECT_EQ(0666u, st.st_mode & 07777);
+	EXPECT_EQ(0u, st.st_uid);
+	EXPECT_EQ(0u, st.st_gid);
 }
 
 TEST(open_read_write_close)

@@ -54,7 +54,7 @@ impl MiscDevice for ControlFile {
     type Ptr = KBox<Self>;
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
-        let owner_tgid = current!().group_leader().pid();
+        let owner_tgid = current!().tgid();
         Ok(KBox::new(ControlFile { owner_tgid }, GFP_KERNEL)?)
     }
 

@@ -1,7 +1,11 @@
-//! Control channel: a unix socket taking one command line per connection
+//! Control channel: a unix socket taking command lines
 //! (`wire loss=1 reorder=2 dup=1 delay=100us rate=10gbit`, `wire
-//! from=NAME:PORT loss=5`, `stats`, `help`) and answering with text that
-//! starts with `ok` or `error:`.
+//! from=NAME:PORT loss=5`, `stats`, `help`) and answering each with text that
+//! starts with `ok` or `error:` and ends with a line holding only [`END`].
+//!
+//! A connection may carry many commands: QEMU keeps one open for a guest's
+//! virtio-serial control port (qemu/topologies), so tests inside the guest
+//! change impairments while they run. `zeronic-nic ctl` sends one and closes.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -13,6 +17,10 @@ use anyhow::{bail, Context, Result};
 
 use crate::model::{lock, Model};
 use crate::wire::Endpoint;
+
+/// Last line of every reply, so a client on a long-lived connection knows
+/// where a multi-line reply ends.
+pub const END: &str = ".";
 
 const HELP: &str = "commands:\n  wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT] [delay=DUR] [rate=RATE]\n  stats\n  help\n";
 
@@ -51,16 +59,27 @@ pub fn execute(model: &Model, line: &str) -> Result<String> {
 }
 
 fn handle(model: &Model, s: UnixStream) -> Result<()> {
+    let mut reader = BufReader::new(&s);
     let mut line = String::new();
-    BufReader::new(&s)
-        .read_line(&mut line)
-        .context("read command")?;
-    let reply = match execute(model, line.trim()) {
-        Ok(r) => r,
-        Err(e) => format!("error: {e:#}\n"),
-    };
-    (&s).write_all(reply.as_bytes()).context("write reply")?;
-    Ok(())
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).context("read command")? == 0 {
+            return Ok(());
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut reply = match execute(model, line.trim()) {
+            Ok(r) => r,
+            Err(e) => format!("error: {e:#}\n"),
+        };
+        if !reply.ends_with('\n') {
+            reply.push('\n');
+        }
+        reply.push_str(END);
+        reply.push('\n');
+        (&s).write_all(reply.as_bytes()).context("write reply")?;
+    }
 }
 
 /// Serves the control socket in a thread.
@@ -83,7 +102,8 @@ pub fn start(model: Arc<Model>, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Client side: sends one command and returns the reply.
+/// Client side: sends one command and returns the reply (without the
+/// [`END`] line).
 pub fn send(path: &Path, line: &str) -> Result<String> {
     let mut s = UnixStream::connect(path).with_context(|| format!("connect {}", path.display()))?;
     s.write_all(format!("{line}\n").as_bytes())
@@ -91,5 +111,8 @@ pub fn send(path: &Path, line: &str) -> Result<String> {
     s.shutdown(std::net::Shutdown::Write).context("shutdown")?;
     let mut r = String::new();
     s.read_to_string(&mut r).context("read reply")?;
-    Ok(r)
+    match r.strip_suffix(&format!("{END}\n")) {
+        Some(body) => Ok(body.to_owned()),
+        None => bail!("reply not terminated by {END:?}: {r:?}"),
+    }
 }

@@ -194,5 +194,32 @@ fn qemu_protocol_doorbell_interrupt_and_reconnect() {
     assert!(r.starts_with("error"), "{r}");
     let r = zeronic_nic::ctl::send(&ctl, "stats").unwrap();
     assert!(r.contains("port a:0 tx_frames=0"), "{r}");
+
+    // One long-lived connection (what a guest's virtio-serial port gets):
+    // several commands, each reply ended by the END line.
+    {
+        use std::io::{BufRead, BufReader, Write};
+        let s = std::os::unix::net::UnixStream::connect(&ctl).unwrap();
+        let mut lines = BufReader::new(&s).lines();
+        let mut reply = |cmd: &str| -> Vec<String> {
+            (&s).write_all(format!("{cmd}\n").as_bytes()).unwrap();
+            let mut out = Vec::new();
+            for l in lines.by_ref() {
+                let l = l.unwrap();
+                if l == zeronic_nic::ctl::END {
+                    return out;
+                }
+                out.push(l);
+            }
+            panic!("connection closed before the end of the reply to {cmd:?}");
+        };
+        let r = reply("wire loss=0 dup=0 delay=0us rate=0");
+        assert_eq!(r[0], "ok");
+        assert!(r.iter().any(|l| l.contains("wire b:0->a:0 loss=0 reorder=0 dup=0")), "{r:?}");
+        let r = reply("bogus");
+        assert!(r[0].starts_with("error"), "{r:?}");
+        let r = reply("stats");
+        assert_eq!(r[0], "ok");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
