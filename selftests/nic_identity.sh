@@ -1,0 +1,54 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# In a guest of a NIC topology (two-port, two-guest): the emulated ZeroNIC is
+# a PCI function, its BAR2 identity header carries the magic, version and
+# port count docs/hardware.md defines, and the wire's impairments can be
+# changed from inside the guest while it runs.
+. "$(dirname "$0")/lib.sh"
+
+# docs/hardware.md, "Identity": magic "ZNIC", major version 1.
+MAGIC=0x43494e5a
+MAJOR=1
+case "${ZN_TOPOLOGY:-}" in
+two-port) PORTS=2 ;;
+two-guest) PORTS=1 ;;
+*) ktap_print_header; ktap_skip_all "not in a NIC topology (ZN_TOPOLOGY=${ZN_TOPOLOGY:-})"; exit "$KSFT_SKIP" ;;
+esac
+probe=$ZN_ROOT/target/release/zn-probe
+
+ktap_print_header
+ktap_set_plan 5
+
+zn_case "lspci lists the NIC as 1af4:1110" \
+	bash -c "lspci -nn | grep -q 'Inter-VM shared memory \[1af4:1110\]'"
+
+identity() {
+	local out
+	out=$("$probe") || { echo "$out"; return 1; }
+	echo "$out" | grep -q "magic=$MAGIC" || { echo "$out"; return 1; }
+	echo "$out" | grep -q "version=$MAJOR\." || { echo "$out"; return 1; }
+	echo "$out" | grep -q " ports=$PORTS " || { echo "want ports=$PORTS: $out"; return 1; }
+}
+zn_case "BAR2 identity: magic $MAGIC, version $MAJOR.x, $PORTS port(s)" identity
+
+bar2_is_nic_memory() {
+	# BAR2 is the model's shared memory: at least one page, memory-mapped.
+	local size
+	size=$(stat -c %s "$ZN_PCI/resource2")
+	[ "$size" -ge 4096 ] || { echo "resource2 is $size bytes"; return 1; }
+}
+zn_case "BAR2 is mappable NIC memory" bar2_is_nic_memory
+
+set_impairments() {
+	local out
+	out=$("$ZN_ROOT/qemu/guest/zn-wire" loss=3 reorder=2 dup=1 delay=50us) || { echo "$out"; return 1; }
+	out=$("$ZN_ROOT/qemu/guest/zn-wire" stats)
+	echo "$out" | grep -q 'loss=3 reorder=2 dup=1 delay=50us' || { echo "$out"; return 1; }
+	"$ZN_ROOT/qemu/guest/zn-wire" loss=0 reorder=0 dup=0 delay=0us >/dev/null
+}
+zn_case "wire impairments change at run time from the guest" set_impairments
+
+zn_case "a bad impairment is refused with an error" \
+	bash -c "! '$ZN_ROOT/qemu/guest/zn-wire' loss=500 >/dev/null"
+
+ktap_finished
