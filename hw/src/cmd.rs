@@ -2,55 +2,6 @@
 //! (16 bytes, NIC -> driver) for the MR Table, Flow Table and MS Lists.
 //! Every command starts with `opcode: u16, flags: u16, cookie: u32`.
 
-/// Declares a `#[repr(C)]` little-endian layout with `SIZE`, `decode` and
-/// `encode`, and pins its size. (Repeated per file so each file stands alone.)
-macro_rules! le_struct {
-    ($(#[$m:meta])* pub struct $name:ident ($size:literal) {
-        $($(#[$fm:meta])* pub $f:ident : $t:ident,)*
-    }) => {
-        $(#[$m])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        pub struct $name { $($(#[$fm])* pub $f: $t,)* }
-
-        impl $name {
-            /// Size of the byte image.
-            pub const SIZE: usize = $size;
-
-            /// Reads the little-endian byte image.
-            pub fn decode(b: &[u8; $size]) -> Self {
-                let mut o = 0usize;
-                $(
-                    let $f = {
-                        let mut a = [0u8; core::mem::size_of::<$t>()];
-                        a.copy_from_slice(&b[o..o + core::mem::size_of::<$t>()]);
-                        o += core::mem::size_of::<$t>();
-                        $t::from_le_bytes(a)
-                    };
-                )*
-                let _ = o;
-                Self { $($f,)* }
-            }
-
-            /// Writes the little-endian byte image.
-            pub fn encode(&self) -> [u8; $size] {
-                let mut b = [0u8; $size];
-                let mut o = 0usize;
-                $(
-                    let a = self.$f.to_le_bytes();
-                    b[o..o + a.len()].copy_from_slice(&a);
-                    o += a.len();
-                )*
-                let _ = o;
-                b
-            }
-        }
-
-        const _: () = assert!(core::mem::size_of::<$name>() == $size);
-        const _: () = assert!(0 $(+ core::mem::size_of::<$t>())* == $size);
-    };
-}
-
 /// Command: no operation (completes with ST_OK).
 pub const CMD_NOP: u16 = 1;
 /// Command: register a memory region ([`CmdMrReg`]); result = MR key.

@@ -1,11 +1,15 @@
 //! ZeroNIC hardware interface: the one source of truth for the layouts shared
 //! by the device model (`qemu/nic`) and the kernel driver.
 //!
-//! Each module file compiles standalone (only `core`, no `use` of siblings) so
-//! the kernel module can include it verbatim with `#[path = ...] mod ...;`.
+//! Each module file needs only `core` and no `use` of siblings, so the kernel
+//! module can include it verbatim with `#[path = ...] mod ...;`; `cmd.rs` and
+//! `desc.rs` need `le_struct.rs` included before them with `#[macro_use]`.
 //! The normative prose is `docs/hardware.md`; `tests/spec_tables.rs` pins the
 //! tables there to the constants here.
 #![no_std]
+
+#[macro_use]
+mod le_struct;
 
 pub mod cmd;
 pub mod desc;

@@ -1,6 +1,10 @@
-//! Each layout file must compile on its own as a module (the kernel module
-//! includes them with `#[path]`), so include them here the same way.
+//! Each layout file must compile as a module outside the crate (the kernel
+//! module includes them with `#[path]`), so include them here the same way.
 #![allow(dead_code)]
+
+#[macro_use]
+#[path = "../src/le_struct.rs"]
+mod le_struct;
 
 #[path = "../src/cmd.rs"]
 mod cmd;
