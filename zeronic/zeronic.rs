@@ -14,6 +14,8 @@
 use kernel::prelude::*;
 
 mod cdev;
+mod driver;
+mod hw;
 
 /// Driver version. `module!` below repeats it (the macro takes literals only);
 /// the selftests check that `/sys/module/zeronic/version` and the load-time log
@@ -30,17 +32,25 @@ module! {
 }
 
 /// Module state: everything that lives from load to unload.
+///
+/// The PCI driver is registered after `/dev/zeronic` and, fields dropping in
+/// declaration order, unregistered first: NICs unbind before the control
+/// device goes away.
 #[pin_data(PinnedDrop)]
 struct ZeroNic {
+    /// The PCI driver; unbinds every NIC when dropped.
+    #[pin]
+    pci: kernel::driver::Registration<kernel::pci::Adapter<driver::ZeroNicDriver>>,
     /// `/dev/zeronic`; deregistered when the module unloads.
     #[pin]
     control: kernel::miscdevice::MiscDeviceRegistration<cdev::ControlFile>,
 }
 
 impl kernel::InPlaceModule for ZeroNic {
-    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             control <- cdev::register(),
+            pci <- kernel::driver::Registration::new(c"zeronic", module),
             _: {
                 pr_info!(
                     "version {} loaded, /dev/{} ready (uapi {})\n",

@@ -12,6 +12,7 @@ if [ "$lang" = c ]; then
 #include <linux/miscdevice.h>
 #include <linux/mm_types.h>
 #include <linux/module.h>
+#include <linux/netdevice.h>
 #include <linux/pci.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>

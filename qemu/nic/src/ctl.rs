@@ -92,9 +92,19 @@ pub fn start(model: Arc<Model>, path: &Path) -> Result<()> {
     thread::Builder::new()
         .name("ctl".into())
         .spawn(move || {
+            // One thread per connection: each guest's QEMU holds one open for
+            // the whole run, so serving them in turn would starve the others.
             for s in l.incoming().flatten() {
-                if let Err(e) = handle(&model, s) {
-                    log::warn!("ctl: {e:#}");
+                let model = model.clone();
+                let spawned = thread::Builder::new()
+                    .name("ctl-conn".into())
+                    .spawn(move || {
+                        if let Err(e) = handle(&model, s) {
+                            log::warn!("ctl: {e:#}");
+                        }
+                    });
+                if let Err(e) = spawned {
+                    log::warn!("ctl: cannot serve a connection: {e}");
                 }
             }
         })

@@ -197,10 +197,14 @@ fn qemu_protocol_doorbell_interrupt_and_reconnect() {
     assert!(r.contains("port a:0 tx_frames=0"), "{r}");
 
     // One long-lived connection (what a guest's virtio-serial port gets):
-    // several commands, each reply ended by the END line.
+    // several commands, each reply ended by the END line, while another
+    // long-lived connection (the other guest's) stays open and idle.
+    let _idle = std::os::unix::net::UnixStream::connect(&ctl).unwrap();
     {
         use std::io::{BufRead, BufReader, Write};
         let s = std::os::unix::net::UnixStream::connect(&ctl).unwrap();
+        // A server that serves one connection at a time never answers.
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut lines = BufReader::new(&s).lines();
         let mut reply = |cmd: &str| -> Vec<String> {
             (&s).write_all(format!("{cmd}\n").as_bytes()).unwrap();
