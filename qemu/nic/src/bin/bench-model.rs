@@ -2,7 +2,8 @@
 //! checksums) -> wire -> RX split (checksum verify, placement) beside
 //! single-thread memcpy bandwidth measured in the same run.
 //!
-//! Prints `model_vs_memcpy=<ratio>` for 64 KiB segments as the last line.
+//! Prints `model_vs_memcpy=<ratio>` for 64 KiB segments as the last line:
+//! the best of interleaved rounds of each, measured in the same run.
 
 #[allow(dead_code, clippy::all)]
 #[path = "../../tests/common/mod.rs"]
@@ -35,6 +36,9 @@ struct Args {
     /// Segment sizes to measure (64 KiB is the acceptance point).
     #[arg(long, value_delimiter = ',', default_value = "4096,16384,65536,262144")]
     seg: Vec<u32>,
+    /// Interleaved memcpy / 64 KiB model rounds behind `model_vs_memcpy`.
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
 }
 
 fn memcpy_gbps(buf: usize, total: u64) -> Result<f64> {
@@ -151,7 +155,6 @@ fn main() -> Result<()> {
         "memcpy single-thread: {mc:.2} GB/s (buffer {} MiB)",
         args.buf_mib
     );
-    let mut ratio64 = 0.0;
     for &seg in &args.seg {
         let g = model_gbps(&args, seg)?;
         println!(
@@ -160,13 +163,22 @@ fn main() -> Result<()> {
             (args.mss as u32).min(seg),
             g / mc
         );
-        if seg == 65_536 {
-            ratio64 = g / mc;
-        }
     }
-    let mc2 = memcpy_gbps(buf, args.mib << 20)?;
-    println!("memcpy single-thread (again): {mc2:.2} GB/s");
-    // Conservative: against the faster of the two memcpy measurements.
-    println!("model_vs_memcpy={:.3}", ratio64 * mc / mc.max(mc2));
+    // The ratio: memcpy and the 64 KiB model run interleaved, best of each
+    // over the rounds, so a burst of load from elsewhere on the machine
+    // (the other core is often busy) does not decide it.
+    let (mut best_mc, mut best_model) = (mc, 0.0f64);
+    for round in 1..=args.rounds {
+        let m = memcpy_gbps(buf, args.mib << 20)?;
+        let g = model_gbps(&args, 65_536)?;
+        println!("round {round}: memcpy {m:.2} GB/s, model 64 KiB {g:.2} GB/s");
+        best_mc = best_mc.max(m);
+        best_model = best_model.max(g);
+    }
+    println!(
+        "best of {} rounds: memcpy {best_mc:.2} GB/s, model 64 KiB {best_model:.2} GB/s",
+        args.rounds
+    );
+    println!("model_vs_memcpy={:.3}", best_model / best_mc);
     Ok(())
 }
