@@ -138,10 +138,12 @@ impl Bar2 {
     }
 
     fn ptr(&self, off: usize, size: usize) -> Option<*mut u8> {
-        if off % size != 0 || off + size > self.map.len() {
+        // checked_add: an offset derived from guest input must not wrap past
+        // the bounds check.
+        if off % size != 0 || off.checked_add(size).is_none_or(|end| end > self.map.len()) {
             return None;
         }
-        // SAFETY: off + size <= len, checked above.
+        // SAFETY: off + size <= len, checked above without overflow.
         Some(unsafe { self.map.as_mut_ptr().add(off) })
     }
 
