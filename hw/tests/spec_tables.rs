@@ -89,314 +89,221 @@ macro_rules! layout {
     };
 }
 
+/// Inserts `module::NAME` under `"NAME"` for each listed constant.
+macro_rules! consts {
+    ($m:ident, $module:ident: $($name:ident),* $(,)?) => {
+        $($m.insert(stringify!($name).to_string(), $module::$name as u64);)*
+    };
+}
+
 #[allow(clippy::unnecessary_cast)] // constants of several widths
 fn code_constants() -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
-    m.insert("PCI_VENDOR_ID".to_string(), regs::PCI_VENDOR_ID as u64);
-    m.insert("PCI_DEVICE_ID".to_string(), regs::PCI_DEVICE_ID as u64);
-    m.insert("BAR0_INTRMASK".to_string(), regs::BAR0_INTRMASK as u64);
-    m.insert("BAR0_INTRSTATUS".to_string(), regs::BAR0_INTRSTATUS as u64);
-    m.insert("BAR0_IVPOSITION".to_string(), regs::BAR0_IVPOSITION as u64);
-    m.insert("BAR0_DOORBELL".to_string(), regs::BAR0_DOORBELL as u64);
-    m.insert("NIC_PEER_ID".to_string(), regs::NIC_PEER_ID as u64);
-    m.insert("DB_CMD".to_string(), regs::DB_CMD as u64);
-    m.insert("DB_TX".to_string(), regs::DB_TX as u64);
-    m.insert("DB_RX".to_string(), regs::DB_RX as u64);
-    m.insert("DB_REARM".to_string(), regs::DB_REARM as u64);
-    m.insert("NUM_DOORBELLS".to_string(), regs::NUM_DOORBELLS as u64);
-    m.insert("ZN_MAGIC".to_string(), regs::ZN_MAGIC as u64);
-    m.insert(
-        "ZN_VERSION_MAJOR".to_string(),
-        regs::ZN_VERSION_MAJOR as u64,
+    consts!(m, regs:
+        PCI_VENDOR_ID,
+        PCI_DEVICE_ID,
+        BAR0_INTRMASK,
+        BAR0_INTRSTATUS,
+        BAR0_IVPOSITION,
+        BAR0_DOORBELL,
+        NIC_PEER_ID,
+        DB_CMD,
+        DB_TX,
+        DB_RX,
+        DB_REARM,
+        NUM_DOORBELLS,
+        ZN_MAGIC,
+        ZN_VERSION_MAJOR,
+        ZN_VERSION_MINOR,
+        ZN_VERSION,
+        BAR2_SIZE,
+        CAP_RX_SPLIT,
+        CAP_TX_MERGE,
+        CAP_TSO,
+        CAP_TX_CSUM,
+        CAP_RX_CSUM,
+        CAP_RX_COALESCE,
+        CAP_RX_RING,
+        ZN_CAPS,
+        MAX_PORTS,
+        MAX_MTU,
+        ETH_HLEN,
+        MAX_FRAME,
+        DEFAULT_MTU,
+        MR_CAPACITY,
+        MR_MAX_PAGES,
+        MR_PAGE_SIZE,
+        FLOW_CAPACITY,
+        MS_PER_FLOW,
+        MAX_RING,
+        NUM_VECTORS,
+        MAX_VECTORS,
+        DEFAULT_COALESCE_BYTES,
+        REG_MAGIC,
+        REG_VERSION,
+        REG_CAPS,
+        REG_NUM_PORTS,
+        REG_MAX_MTU,
+        REG_NUM_VECTORS,
+        REG_MR_CAPACITY,
+        REG_MR_MAX_PAGES,
+        REG_FLOW_CAPACITY,
+        REG_MS_PER_FLOW,
+        REG_MAX_RING,
+        REG_BAR2_SIZE,
+        REG_DMA_WINDOW_MB,
+        REG_DEV_CTRL,
+        REG_DEV_STATUS,
+        REG_FATAL_CODE,
+        REG_FATAL_INFO,
+        REG_HEARTBEAT,
+        REG_SCRATCH,
+        REG_GSTATS,
+        GSTAT_SLOTS,
+        DEV_CTRL_RESET,
+        DEV_CTRL_ENABLE,
+        DEV_STATUS_READY,
+        DEV_STATUS_FATAL,
+        DEV_STATUS_DMA_OK,
+        DEV_STATUS_ENABLED,
+        GSTAT_CMD_OK,
+        GSTAT_CMD_ERR,
+        GSTAT_DMA_ERR,
+        GSTAT_DOORBELLS,
+        GSTAT_IRQS,
+        GSTAT_QUEUE_ERR,
+        GSTAT_EVQ_DROP,
+        GSTAT_RESETS,
+        REG_CMDQ,
+        REG_CMDCQ,
+        REG_EVQ,
+        QUEUE_BLOCK_SIZE,
+        Q_BASE,
+        Q_SIZE,
+        Q_CTRL,
+        Q_PROD,
+        Q_CONS,
+        Q_STATUS,
+        Q_ERROR,
+        Q_CTRL_ENABLE,
+        Q_STATUS_ENABLED,
+        Q_STATUS_ERROR,
+        REG_VECTORS,
+        VEC_BLOCK_SIZE,
+        VEC_MASK,
+        VEC_ITR_USECS,
+        VEC_ITR_ENTRIES,
+        VEC_RAISED,
+        VEC_ASYNC,
+        REG_PORTS,
+        PORT_STRIDE,
+        PORT_CTRL,
+        PORT_MTU,
+        PORT_MAC_LO,
+        PORT_MAC_HI,
+        PORT_COALESCE_BYTES,
+        PORT_LINK,
+        PORT_TXQ,
+        PORT_TXCQ,
+        PORT_RXQ,
+        PORT_RXCQ,
+        PORT_HDRQ,
+        PORT_STATS,
+        PSTAT_SLOTS,
+        PORT_CTRL_ENABLE,
+        PSTAT_TX_FRAMES,
+        PSTAT_TX_BYTES,
+        PSTAT_TX_ERRORS,
+        PSTAT_TX_MERGE_BYTES,
+        PSTAT_RX_FRAMES,
+        PSTAT_RX_BYTES,
+        PSTAT_RX_NORMAL,
+        PSTAT_RX_SPLIT,
+        PSTAT_RX_PLACED_BYTES,
+        PSTAT_RX_DUP_BYTES,
+        PSTAT_RX_FALLBACK,
+        PSTAT_RX_CSUM_ERR,
+        PSTAT_RX_NO_BUF,
+        PSTAT_RX_HDRQ_FULL,
+        PSTAT_RX_MALFORMED,
+        PSTAT_RX_BUF_SMALL,
+        PSTAT_HDRQ_ENTRIES,
+        PSTAT_RX_COALESCED,
+        PSTAT_RX_PLACE_ERR,
+        PSTAT_TX_BAD_DESC,
+        PSTAT_TX_DMA_ERR,
+        PSTAT_TX_KEY_ERR,
+        PSTAT_TX_NO_LINK,
+        PSTAT_TX_TSO_FRAMES,
+        PSTAT_RX_DUP_FRAMES,
+        PSTAT_RX_OOO_FRAMES,
     );
-    m.insert(
-        "ZN_VERSION_MINOR".to_string(),
-        regs::ZN_VERSION_MINOR as u64,
+    consts!(m, status:
+        ST_OK,
+        ST_BAD_OPCODE,
+        ST_BAD_DESC,
+        ST_DMA,
+        ST_BAD_KEY,
+        ST_ACCESS,
+        ST_BOUNDS,
+        ST_NO_SPACE,
+        ST_EXISTS,
+        ST_NOT_FOUND,
+        ST_TOO_BIG,
+        ST_MALFORMED,
+        ST_CSUM,
+        ST_PORT,
+        ST_UNSUPPORTED,
+        ST_QUEUE_CONFIG,
+        EV_QUEUE_ERROR,
+        EV_FATAL,
+        EV_LINK,
+        QK_TXQ,
+        QK_TXCQ,
+        QK_RXQ,
+        QK_RXCQ,
+        QK_HDRQ,
+        QK_CMDQ,
+        QK_CMDCQ,
+        QK_EVQ,
     );
-    m.insert("ZN_VERSION".to_string(), regs::ZN_VERSION as u64);
-    m.insert("BAR2_SIZE".to_string(), regs::BAR2_SIZE as u64);
-    m.insert("CAP_RX_SPLIT".to_string(), regs::CAP_RX_SPLIT as u64);
-    m.insert("CAP_TX_MERGE".to_string(), regs::CAP_TX_MERGE as u64);
-    m.insert("CAP_TSO".to_string(), regs::CAP_TSO as u64);
-    m.insert("CAP_TX_CSUM".to_string(), regs::CAP_TX_CSUM as u64);
-    m.insert("CAP_RX_CSUM".to_string(), regs::CAP_RX_CSUM as u64);
-    m.insert("CAP_RX_COALESCE".to_string(), regs::CAP_RX_COALESCE as u64);
-    m.insert("CAP_RX_RING".to_string(), regs::CAP_RX_RING as u64);
-    m.insert("ZN_CAPS".to_string(), regs::ZN_CAPS as u64);
-    m.insert("MAX_PORTS".to_string(), regs::MAX_PORTS as u64);
-    m.insert("MAX_MTU".to_string(), regs::MAX_MTU as u64);
-    m.insert("ETH_HLEN".to_string(), regs::ETH_HLEN as u64);
-    m.insert("MAX_FRAME".to_string(), regs::MAX_FRAME as u64);
-    m.insert("DEFAULT_MTU".to_string(), regs::DEFAULT_MTU as u64);
-    m.insert("MR_CAPACITY".to_string(), regs::MR_CAPACITY as u64);
-    m.insert("MR_MAX_PAGES".to_string(), regs::MR_MAX_PAGES as u64);
-    m.insert("MR_PAGE_SIZE".to_string(), regs::MR_PAGE_SIZE as u64);
-    m.insert("FLOW_CAPACITY".to_string(), regs::FLOW_CAPACITY as u64);
-    m.insert("MS_PER_FLOW".to_string(), regs::MS_PER_FLOW as u64);
-    m.insert("MAX_RING".to_string(), regs::MAX_RING as u64);
-    m.insert("NUM_VECTORS".to_string(), regs::NUM_VECTORS as u64);
-    m.insert("MAX_VECTORS".to_string(), regs::MAX_VECTORS as u64);
-    m.insert(
-        "DEFAULT_COALESCE_BYTES".to_string(),
-        regs::DEFAULT_COALESCE_BYTES as u64,
+    consts!(m, desc:
+        TX_OP_PLAIN,
+        TX_OP_MERGE,
+        TXF_CSUM_PARTIAL,
+        TXF_TSO,
+        TXF_ALL,
+        RXF_TCP,
+        RXF_CSUM_OK,
+        RXF_FLOW,
+        RXF_CSUM_BAD,
+        HDRQ_ENTRY_SIZE,
+        HDRQ_HDR_OFFSET,
+        HDRQ_HDR_MAX,
+        HDRF_COALESCED,
+        HDRF_OOO,
+        HDRF_DUP,
+        HDRF_NO_PAYLOAD,
     );
-    m.insert("REG_MAGIC".to_string(), regs::REG_MAGIC as u64);
-    m.insert("REG_VERSION".to_string(), regs::REG_VERSION as u64);
-    m.insert("REG_CAPS".to_string(), regs::REG_CAPS as u64);
-    m.insert("REG_NUM_PORTS".to_string(), regs::REG_NUM_PORTS as u64);
-    m.insert("REG_MAX_MTU".to_string(), regs::REG_MAX_MTU as u64);
-    m.insert("REG_NUM_VECTORS".to_string(), regs::REG_NUM_VECTORS as u64);
-    m.insert("REG_MR_CAPACITY".to_string(), regs::REG_MR_CAPACITY as u64);
-    m.insert(
-        "REG_MR_MAX_PAGES".to_string(),
-        regs::REG_MR_MAX_PAGES as u64,
+    consts!(m, cmd:
+        CMD_NOP,
+        CMD_MR_REG,
+        CMD_MR_INVAL,
+        CMD_FLOW_INSTALL,
+        CMD_FLOW_UPDATE,
+        CMD_FLOW_REMOVE,
+        CMD_MS_POST,
+        MR_ACCESS_LOCAL_READ,
+        MR_ACCESS_LOCAL_WRITE,
+        MR_ACCESS_ALL,
+        FLOW_RX_SEGMENTS,
+        FLOW_RX_RING,
+        FLOWU_RING_HEAD,
+        FLOWU_CURSOR,
+        IPPROTO_TCP,
+        MS_DIR_RECV,
+        MS_DIR_SEND,
     );
-    m.insert(
-        "REG_FLOW_CAPACITY".to_string(),
-        regs::REG_FLOW_CAPACITY as u64,
-    );
-    m.insert("REG_MS_PER_FLOW".to_string(), regs::REG_MS_PER_FLOW as u64);
-    m.insert("REG_MAX_RING".to_string(), regs::REG_MAX_RING as u64);
-    m.insert("REG_BAR2_SIZE".to_string(), regs::REG_BAR2_SIZE as u64);
-    m.insert(
-        "REG_DMA_WINDOW_MB".to_string(),
-        regs::REG_DMA_WINDOW_MB as u64,
-    );
-    m.insert("REG_DEV_CTRL".to_string(), regs::REG_DEV_CTRL as u64);
-    m.insert("REG_DEV_STATUS".to_string(), regs::REG_DEV_STATUS as u64);
-    m.insert("REG_FATAL_CODE".to_string(), regs::REG_FATAL_CODE as u64);
-    m.insert("REG_FATAL_INFO".to_string(), regs::REG_FATAL_INFO as u64);
-    m.insert("REG_HEARTBEAT".to_string(), regs::REG_HEARTBEAT as u64);
-    m.insert("REG_SCRATCH".to_string(), regs::REG_SCRATCH as u64);
-    m.insert("REG_GSTATS".to_string(), regs::REG_GSTATS as u64);
-    m.insert("GSTAT_SLOTS".to_string(), regs::GSTAT_SLOTS as u64);
-    m.insert("DEV_CTRL_RESET".to_string(), regs::DEV_CTRL_RESET as u64);
-    m.insert("DEV_CTRL_ENABLE".to_string(), regs::DEV_CTRL_ENABLE as u64);
-    m.insert(
-        "DEV_STATUS_READY".to_string(),
-        regs::DEV_STATUS_READY as u64,
-    );
-    m.insert(
-        "DEV_STATUS_FATAL".to_string(),
-        regs::DEV_STATUS_FATAL as u64,
-    );
-    m.insert(
-        "DEV_STATUS_DMA_OK".to_string(),
-        regs::DEV_STATUS_DMA_OK as u64,
-    );
-    m.insert(
-        "DEV_STATUS_ENABLED".to_string(),
-        regs::DEV_STATUS_ENABLED as u64,
-    );
-    m.insert("GSTAT_CMD_OK".to_string(), regs::GSTAT_CMD_OK as u64);
-    m.insert("GSTAT_CMD_ERR".to_string(), regs::GSTAT_CMD_ERR as u64);
-    m.insert("GSTAT_DMA_ERR".to_string(), regs::GSTAT_DMA_ERR as u64);
-    m.insert("GSTAT_DOORBELLS".to_string(), regs::GSTAT_DOORBELLS as u64);
-    m.insert("GSTAT_IRQS".to_string(), regs::GSTAT_IRQS as u64);
-    m.insert("GSTAT_QUEUE_ERR".to_string(), regs::GSTAT_QUEUE_ERR as u64);
-    m.insert("GSTAT_EVQ_DROP".to_string(), regs::GSTAT_EVQ_DROP as u64);
-    m.insert("GSTAT_RESETS".to_string(), regs::GSTAT_RESETS as u64);
-    m.insert("REG_CMDQ".to_string(), regs::REG_CMDQ as u64);
-    m.insert("REG_CMDCQ".to_string(), regs::REG_CMDCQ as u64);
-    m.insert("REG_EVQ".to_string(), regs::REG_EVQ as u64);
-    m.insert(
-        "QUEUE_BLOCK_SIZE".to_string(),
-        regs::QUEUE_BLOCK_SIZE as u64,
-    );
-    m.insert("Q_BASE".to_string(), regs::Q_BASE as u64);
-    m.insert("Q_SIZE".to_string(), regs::Q_SIZE as u64);
-    m.insert("Q_CTRL".to_string(), regs::Q_CTRL as u64);
-    m.insert("Q_PROD".to_string(), regs::Q_PROD as u64);
-    m.insert("Q_CONS".to_string(), regs::Q_CONS as u64);
-    m.insert("Q_STATUS".to_string(), regs::Q_STATUS as u64);
-    m.insert("Q_ERROR".to_string(), regs::Q_ERROR as u64);
-    m.insert("Q_CTRL_ENABLE".to_string(), regs::Q_CTRL_ENABLE as u64);
-    m.insert(
-        "Q_STATUS_ENABLED".to_string(),
-        regs::Q_STATUS_ENABLED as u64,
-    );
-    m.insert("Q_STATUS_ERROR".to_string(), regs::Q_STATUS_ERROR as u64);
-    m.insert("REG_VECTORS".to_string(), regs::REG_VECTORS as u64);
-    m.insert("VEC_BLOCK_SIZE".to_string(), regs::VEC_BLOCK_SIZE as u64);
-    m.insert("VEC_MASK".to_string(), regs::VEC_MASK as u64);
-    m.insert("VEC_ITR_USECS".to_string(), regs::VEC_ITR_USECS as u64);
-    m.insert("VEC_ITR_ENTRIES".to_string(), regs::VEC_ITR_ENTRIES as u64);
-    m.insert("VEC_RAISED".to_string(), regs::VEC_RAISED as u64);
-    m.insert("VEC_ASYNC".to_string(), regs::VEC_ASYNC as u64);
-    m.insert("REG_PORTS".to_string(), regs::REG_PORTS as u64);
-    m.insert("PORT_STRIDE".to_string(), regs::PORT_STRIDE as u64);
-    m.insert("PORT_CTRL".to_string(), regs::PORT_CTRL as u64);
-    m.insert("PORT_MTU".to_string(), regs::PORT_MTU as u64);
-    m.insert("PORT_MAC_LO".to_string(), regs::PORT_MAC_LO as u64);
-    m.insert("PORT_MAC_HI".to_string(), regs::PORT_MAC_HI as u64);
-    m.insert(
-        "PORT_COALESCE_BYTES".to_string(),
-        regs::PORT_COALESCE_BYTES as u64,
-    );
-    m.insert("PORT_LINK".to_string(), regs::PORT_LINK as u64);
-    m.insert("PORT_TXQ".to_string(), regs::PORT_TXQ as u64);
-    m.insert("PORT_TXCQ".to_string(), regs::PORT_TXCQ as u64);
-    m.insert("PORT_RXQ".to_string(), regs::PORT_RXQ as u64);
-    m.insert("PORT_RXCQ".to_string(), regs::PORT_RXCQ as u64);
-    m.insert("PORT_HDRQ".to_string(), regs::PORT_HDRQ as u64);
-    m.insert("PORT_STATS".to_string(), regs::PORT_STATS as u64);
-    m.insert("PSTAT_SLOTS".to_string(), regs::PSTAT_SLOTS as u64);
-    m.insert(
-        "PORT_CTRL_ENABLE".to_string(),
-        regs::PORT_CTRL_ENABLE as u64,
-    );
-    m.insert("PSTAT_TX_FRAMES".to_string(), regs::PSTAT_TX_FRAMES as u64);
-    m.insert("PSTAT_TX_BYTES".to_string(), regs::PSTAT_TX_BYTES as u64);
-    m.insert("PSTAT_TX_ERRORS".to_string(), regs::PSTAT_TX_ERRORS as u64);
-    m.insert(
-        "PSTAT_TX_MERGE_BYTES".to_string(),
-        regs::PSTAT_TX_MERGE_BYTES as u64,
-    );
-    m.insert("PSTAT_RX_FRAMES".to_string(), regs::PSTAT_RX_FRAMES as u64);
-    m.insert("PSTAT_RX_BYTES".to_string(), regs::PSTAT_RX_BYTES as u64);
-    m.insert("PSTAT_RX_NORMAL".to_string(), regs::PSTAT_RX_NORMAL as u64);
-    m.insert("PSTAT_RX_SPLIT".to_string(), regs::PSTAT_RX_SPLIT as u64);
-    m.insert(
-        "PSTAT_RX_PLACED_BYTES".to_string(),
-        regs::PSTAT_RX_PLACED_BYTES as u64,
-    );
-    m.insert(
-        "PSTAT_RX_DUP_BYTES".to_string(),
-        regs::PSTAT_RX_DUP_BYTES as u64,
-    );
-    m.insert(
-        "PSTAT_RX_FALLBACK".to_string(),
-        regs::PSTAT_RX_FALLBACK as u64,
-    );
-    m.insert(
-        "PSTAT_RX_CSUM_ERR".to_string(),
-        regs::PSTAT_RX_CSUM_ERR as u64,
-    );
-    m.insert("PSTAT_RX_NO_BUF".to_string(), regs::PSTAT_RX_NO_BUF as u64);
-    m.insert(
-        "PSTAT_RX_HDRQ_FULL".to_string(),
-        regs::PSTAT_RX_HDRQ_FULL as u64,
-    );
-    m.insert(
-        "PSTAT_RX_MALFORMED".to_string(),
-        regs::PSTAT_RX_MALFORMED as u64,
-    );
-    m.insert(
-        "PSTAT_RX_BUF_SMALL".to_string(),
-        regs::PSTAT_RX_BUF_SMALL as u64,
-    );
-    m.insert(
-        "PSTAT_HDRQ_ENTRIES".to_string(),
-        regs::PSTAT_HDRQ_ENTRIES as u64,
-    );
-    m.insert(
-        "PSTAT_RX_COALESCED".to_string(),
-        regs::PSTAT_RX_COALESCED as u64,
-    );
-    m.insert(
-        "PSTAT_RX_PLACE_ERR".to_string(),
-        regs::PSTAT_RX_PLACE_ERR as u64,
-    );
-    m.insert(
-        "PSTAT_TX_BAD_DESC".to_string(),
-        regs::PSTAT_TX_BAD_DESC as u64,
-    );
-    m.insert(
-        "PSTAT_TX_DMA_ERR".to_string(),
-        regs::PSTAT_TX_DMA_ERR as u64,
-    );
-    m.insert(
-        "PSTAT_TX_KEY_ERR".to_string(),
-        regs::PSTAT_TX_KEY_ERR as u64,
-    );
-    m.insert(
-        "PSTAT_TX_NO_LINK".to_string(),
-        regs::PSTAT_TX_NO_LINK as u64,
-    );
-    m.insert(
-        "PSTAT_TX_TSO_FRAMES".to_string(),
-        regs::PSTAT_TX_TSO_FRAMES as u64,
-    );
-    m.insert(
-        "PSTAT_RX_DUP_FRAMES".to_string(),
-        regs::PSTAT_RX_DUP_FRAMES as u64,
-    );
-    m.insert(
-        "PSTAT_RX_OOO_FRAMES".to_string(),
-        regs::PSTAT_RX_OOO_FRAMES as u64,
-    );
-    m.insert("ST_OK".to_string(), status::ST_OK as u64);
-    m.insert("ST_BAD_OPCODE".to_string(), status::ST_BAD_OPCODE as u64);
-    m.insert("ST_BAD_DESC".to_string(), status::ST_BAD_DESC as u64);
-    m.insert("ST_DMA".to_string(), status::ST_DMA as u64);
-    m.insert("ST_BAD_KEY".to_string(), status::ST_BAD_KEY as u64);
-    m.insert("ST_ACCESS".to_string(), status::ST_ACCESS as u64);
-    m.insert("ST_BOUNDS".to_string(), status::ST_BOUNDS as u64);
-    m.insert("ST_NO_SPACE".to_string(), status::ST_NO_SPACE as u64);
-    m.insert("ST_EXISTS".to_string(), status::ST_EXISTS as u64);
-    m.insert("ST_NOT_FOUND".to_string(), status::ST_NOT_FOUND as u64);
-    m.insert("ST_TOO_BIG".to_string(), status::ST_TOO_BIG as u64);
-    m.insert("ST_MALFORMED".to_string(), status::ST_MALFORMED as u64);
-    m.insert("ST_CSUM".to_string(), status::ST_CSUM as u64);
-    m.insert("ST_PORT".to_string(), status::ST_PORT as u64);
-    m.insert("ST_UNSUPPORTED".to_string(), status::ST_UNSUPPORTED as u64);
-    m.insert(
-        "ST_QUEUE_CONFIG".to_string(),
-        status::ST_QUEUE_CONFIG as u64,
-    );
-    m.insert("EV_QUEUE_ERROR".to_string(), status::EV_QUEUE_ERROR as u64);
-    m.insert("EV_FATAL".to_string(), status::EV_FATAL as u64);
-    m.insert("EV_LINK".to_string(), status::EV_LINK as u64);
-    m.insert("QK_TXQ".to_string(), status::QK_TXQ as u64);
-    m.insert("QK_TXCQ".to_string(), status::QK_TXCQ as u64);
-    m.insert("QK_RXQ".to_string(), status::QK_RXQ as u64);
-    m.insert("QK_RXCQ".to_string(), status::QK_RXCQ as u64);
-    m.insert("QK_HDRQ".to_string(), status::QK_HDRQ as u64);
-    m.insert("QK_CMDQ".to_string(), status::QK_CMDQ as u64);
-    m.insert("QK_CMDCQ".to_string(), status::QK_CMDCQ as u64);
-    m.insert("QK_EVQ".to_string(), status::QK_EVQ as u64);
-    m.insert("TX_OP_PLAIN".to_string(), desc::TX_OP_PLAIN as u64);
-    m.insert("TX_OP_MERGE".to_string(), desc::TX_OP_MERGE as u64);
-    m.insert(
-        "TXF_CSUM_PARTIAL".to_string(),
-        desc::TXF_CSUM_PARTIAL as u64,
-    );
-    m.insert("TXF_TSO".to_string(), desc::TXF_TSO as u64);
-    m.insert("TXF_ALL".to_string(), desc::TXF_ALL as u64);
-    m.insert("RXF_TCP".to_string(), desc::RXF_TCP as u64);
-    m.insert("RXF_CSUM_OK".to_string(), desc::RXF_CSUM_OK as u64);
-    m.insert("RXF_FLOW".to_string(), desc::RXF_FLOW as u64);
-    m.insert("RXF_CSUM_BAD".to_string(), desc::RXF_CSUM_BAD as u64);
-    m.insert("HDRQ_ENTRY_SIZE".to_string(), desc::HDRQ_ENTRY_SIZE as u64);
-    m.insert("HDRQ_HDR_OFFSET".to_string(), desc::HDRQ_HDR_OFFSET as u64);
-    m.insert("HDRQ_HDR_MAX".to_string(), desc::HDRQ_HDR_MAX as u64);
-    m.insert("HDRF_COALESCED".to_string(), desc::HDRF_COALESCED as u64);
-    m.insert("HDRF_OOO".to_string(), desc::HDRF_OOO as u64);
-    m.insert("HDRF_DUP".to_string(), desc::HDRF_DUP as u64);
-    m.insert("HDRF_NO_PAYLOAD".to_string(), desc::HDRF_NO_PAYLOAD as u64);
-    m.insert("CMD_NOP".to_string(), cmd::CMD_NOP as u64);
-    m.insert("CMD_MR_REG".to_string(), cmd::CMD_MR_REG as u64);
-    m.insert("CMD_MR_INVAL".to_string(), cmd::CMD_MR_INVAL as u64);
-    m.insert("CMD_FLOW_INSTALL".to_string(), cmd::CMD_FLOW_INSTALL as u64);
-    m.insert("CMD_FLOW_UPDATE".to_string(), cmd::CMD_FLOW_UPDATE as u64);
-    m.insert("CMD_FLOW_REMOVE".to_string(), cmd::CMD_FLOW_REMOVE as u64);
-    m.insert("CMD_MS_POST".to_string(), cmd::CMD_MS_POST as u64);
-    m.insert(
-        "MR_ACCESS_LOCAL_READ".to_string(),
-        cmd::MR_ACCESS_LOCAL_READ as u64,
-    );
-    m.insert(
-        "MR_ACCESS_LOCAL_WRITE".to_string(),
-        cmd::MR_ACCESS_LOCAL_WRITE as u64,
-    );
-    m.insert("MR_ACCESS_ALL".to_string(), cmd::MR_ACCESS_ALL as u64);
-    m.insert("FLOW_RX_SEGMENTS".to_string(), cmd::FLOW_RX_SEGMENTS as u64);
-    m.insert("FLOW_RX_RING".to_string(), cmd::FLOW_RX_RING as u64);
-    m.insert("FLOWU_RING_HEAD".to_string(), cmd::FLOWU_RING_HEAD as u64);
-    m.insert("FLOWU_CURSOR".to_string(), cmd::FLOWU_CURSOR as u64);
-    m.insert("IPPROTO_TCP".to_string(), cmd::IPPROTO_TCP as u64);
-    m.insert("MS_DIR_RECV".to_string(), cmd::MS_DIR_RECV as u64);
-    m.insert("MS_DIR_SEND".to_string(), cmd::MS_DIR_SEND as u64);
     m
 }
 
