@@ -29,11 +29,9 @@ topo_start() {
 	opts_b=$(nic_qemu_opts b)
 	printf -v cmd '%q ' "$ZN_ROOT/qemu/guest/run-cmd" "$peer" "$kdir" "$load_module" "$ko" \
 		"$TOPO_GUEST_SETUP" / env ZN_GUEST=b bash -c "$PEER_CMD"
+	guest_vng_args "$peer" 1 "$opts_b" "$cmd"
 	# Its own session, so topo_stop can end the whole vng/QEMU tree.
-	setsid vng --run "$kernel" "${accel_args[@]}" --cpus 1 --memory "$memory" \
-		--rwdir="$peer" --append "$guest_append" \
-		--qemu-opts="-serial file:$peer/console.log $opts_b" \
-		--exec "$cmd" </dev/null >"$peer/output.log" 2>&1 &
+	setsid vng "${vng_args[@]}" </dev/null >"$peer/output.log" 2>&1 &
 	PEER_PID=$!
 	disown "$PEER_PID"
 	info "peer guest b booting (pid $PEER_PID, output: $peer/output.log)"
