@@ -30,4 +30,91 @@
 /* ioctl type byte of every ZeroNIC ioctl (unassigned in 7.3 ioctl-number.rst). */
 #define ZERONIC_IOCTL_TYPE 0xDA
 
+/* ZERONIC_IOC_QUERY: what a NIC is and what it allows. */
+
+/* Hardware capabilities (zeronic_query.caps), the NIC's REG_CAPS bits. */
+#define ZERONIC_CAP_RX_SPLIT	(1U << 0) /* header/payload split + placement */
+#define ZERONIC_CAP_TX_MERGE	(1U << 1) /* header from host + payload from an MR */
+#define ZERONIC_CAP_TSO		(1U << 2) /* segmentation of merge sends */
+#define ZERONIC_CAP_TX_CSUM	(1U << 3) /* checksum insertion on plain TX */
+#define ZERONIC_CAP_RX_CSUM	(1U << 4) /* TCP checksum verification on RX */
+#define ZERONIC_CAP_RX_COALESCE	(1U << 5) /* coalesced header-queue entries */
+#define ZERONIC_CAP_RX_RING	(1U << 6) /* ring-buffer placement target */
+
+#define ZERONIC_MAX_PORTS 2
+
+struct zeronic_port_info {
+	__u32 ifindex;		/* net_device of the port (zn<N>), 0 if none */
+	__u32 mtu;		/* current MTU of the net_device */
+	__u32 link;		/* 1: carrier up */
+	__u32 reserved;
+};
+
+struct zeronic_query {
+	__u32 nic;		/* in: NIC index, 0 .. num_nics - 1 */
+	__u32 num_nics;		/* out: NICs bound to the driver */
+	__u32 hw_version;	/* out: major << 16 | minor */
+	__u32 caps;		/* out: ZERONIC_CAP_* */
+	__u32 num_ports;	/* out: 1 or 2 */
+	__u32 max_mtu;		/* out: largest MTU a port accepts */
+	__u32 mr_capacity;	/* out: MR Table entries of the NIC */
+	__u32 mr_in_use;	/* out: MR Table entries in use (all files) */
+	__u64 mr_max_bytes;	/* out: largest region one registration may cover */
+	__u64 pinned_pages;	/* out: pages pinned by registrations (all files) */
+	__u32 flow_capacity;	/* out: Flow Table entries */
+	__u32 ms_per_flow;	/* out: receive segments per flow */
+	struct zeronic_port_info ports[ZERONIC_MAX_PORTS];	/* out */
+	__u64 reserved[4];	/* out: zero */
+};
+
+/* ZERONIC_IOC_MR_REG: register [addr, addr + length) of the caller's memory. */
+
+#define ZERONIC_ACCESS_LOCAL_READ	(1U << 0) /* NIC may read (TX merge) */
+#define ZERONIC_ACCESS_LOCAL_WRITE	(1U << 1) /* NIC may write (RX placement) */
+
+struct zeronic_mr_reg {
+	__u64 addr;		/* in: start, any alignment */
+	__u64 length;		/* in: bytes, 1 .. mr_max_bytes */
+	__u32 nic;		/* in: NIC index */
+	__u32 access;		/* in: nonzero set of ZERONIC_ACCESS_* */
+	__u32 key;		/* out: the region's key */
+	__u32 reserved;		/* in: zero */
+};
+
+/* ZERONIC_IOC_MR_DEREG: invalidate and release a region of this file. */
+struct zeronic_mr_dereg {
+	__u32 key;		/* in: key from ZERONIC_IOC_MR_REG on this file */
+	__u32 reserved;		/* in: zero */
+};
+
+#define ZERONIC_IOC_QUERY	_IOWR(ZERONIC_IOCTL_TYPE, 0x00, struct zeronic_query)
+#define ZERONIC_IOC_MR_REG	_IOWR(ZERONIC_IOCTL_TYPE, 0x01, struct zeronic_mr_reg)
+#define ZERONIC_IOC_MR_DEREG	_IOW(ZERONIC_IOCTL_TYPE, 0x02, struct zeronic_mr_dereg)
+
+/*
+ * Errors (errno), common to all calls:
+ *   ENOTTY  unknown ioctl number
+ *   EFAULT  the argument pointer is not readable/writable
+ *   EINVAL  a reserved field is not zero
+ *   ENODEV  no NIC with this index, or it was unbound (regions created
+ *           before stay owned by the file and are released on close)
+ * ZERONIC_IOC_MR_REG:
+ *   EINVAL  length 0, addr + length overflows, access 0 or unknown bits
+ *   E2BIG   length above mr_max_bytes
+ *   EFAULT  part of the range is not mapped, or is read-only while
+ *           ZERONIC_ACCESS_LOCAL_WRITE was asked
+ *   ENOMEM  RLIMIT_MEMLOCK would be exceeded (without CAP_IPC_LOCK), or
+ *           the kernel is out of memory
+ *   ENOSPC  the NIC's MR Table is full
+ *   EIO     the NIC did not complete the command (dead or fatal)
+ * ZERONIC_IOC_MR_DEREG:
+ *   ENOENT  no region with this key on this file (never registered,
+ *           already deregistered, or registered through another file)
+ *
+ * Lifetime: a region belongs to the file that registered it. Closing the
+ * last reference to the file (close, exit, kill) deregisters every region
+ * left: the NIC's MR entry is invalidated first, then the pages are
+ * unmapped and unpinned. Keys are only meaningful through that file.
+ */
+
 #endif /* _UAPI_LINUX_ZERONIC_H */
