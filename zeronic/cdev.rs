@@ -2,13 +2,16 @@
 
 //! `/dev/zeronic`, the control device.
 //!
-//! Applications open it to query the NIC and, as the driver grows, to register
-//! memory and run zero-copy transfers. Each open file owns a [`ControlFile`];
-//! everything a file creates dies with it (close, exit, kill).
+//! Applications open it to query NICs and register memory (the ABI is
+//! `uapi/linux/zeronic.h`, described in `docs/uapi.md`). Each open file owns a
+//! [`ControlFile`]; the regions it registers belong to it and are released
+//! when the file goes away (close, exit, kill), whatever the state of the NIC.
 //!
 //! The node is world-accessible (0666) as RDMA's uverbs nodes are: what a user
 //! may do through it is bounded by per-user limits (`RLIMIT_MEMLOCK`), not by
 //! file permissions.
+//!
+//! Lock order: `ControlFile::mrs` -> `control::NICS` -> `Control::inner`.
 
 use kernel::{
     fs::File,
@@ -17,10 +20,28 @@ use kernel::{
         MiscDeviceOptions,
         MiscDeviceRegistration, //
     },
+    new_mutex,
     prelude::*,
     seq_file::SeqFile,
     seq_print,
-    task::Pid, //
+    sync::{
+        atomic::Relaxed,
+        Mutex, //
+    },
+    task::Pid,
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+use crate::{
+    control,
+    mr::{
+        Mr,
+        MR_MAX_BYTES, //
+    },
+    uapi,
 };
 
 /// Name of the device node under `/dev`.
@@ -41,25 +62,123 @@ pub(crate) fn register() -> impl PinInit<MiscDeviceRegistration<ControlFile>, Er
 /// State of one open file of `/dev/zeronic`.
 ///
 /// Lifetime: created by `open`, dropped by `release` (last close of the file,
-/// including on process exit or kill). It holds no reference to a PCI device,
-/// because a file can outlive the device's binding.
+/// including on process exit or kill), which drops every region left. It holds
+/// no reference to a bound device: regions reach their NIC through its
+/// `Control`, which fails cleanly once the NIC is unbound.
+#[pin_data]
 pub(crate) struct ControlFile {
     /// Thread-group id of the process that opened the file, shown in fdinfo
     /// so that a file passed to another process can be traced to its owner.
     owner_tgid: Pid,
+    /// Regions registered through this file.
+    #[pin]
+    mrs: Mutex<KVec<Mr>>,
+}
+
+impl ControlFile {
+    fn query(&self, arg: usize) -> Result<isize> {
+        let size = size_of::<uapi::Query>();
+        let (mut reader, mut writer) = UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
+        let input: uapi::Query = reader.read()?;
+        let (ctl, num_nics) = control::lookup(input.nic)?;
+        let id = &ctl.identity;
+        let mut out = uapi::Query {
+            nic: input.nic,
+            num_nics,
+            hw_version: id.version,
+            caps: id.caps,
+            num_ports: id.ports,
+            max_mtu: id.max_mtu,
+            mr_capacity: id.mr_capacity,
+            mr_in_use: ctl.mr_in_use.load(Relaxed),
+            mr_max_bytes: MR_MAX_BYTES,
+            pinned_pages: ctl.pinned_pages.load(Relaxed),
+            flow_capacity: id.flow_capacity,
+            ms_per_flow: id.ms_per_flow,
+            ..Default::default()
+        };
+        for (info, snap) in out.ports.iter_mut().zip(ctl.ports.iter()).take(id.ports as usize) {
+            info.ifindex = snap.ifindex.load(Relaxed);
+            info.mtu = snap.mtu.load(Relaxed);
+            info.link = snap.link.load(Relaxed);
+        }
+        writer.write(&out)?;
+        Ok(0)
+    }
+
+    fn mr_reg(&self, arg: usize) -> Result<isize> {
+        let size = size_of::<uapi::MrReg>();
+        let (mut reader, mut writer) = UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
+        let mut req: uapi::MrReg = reader.read()?;
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let (ctl, _) = control::lookup(req.nic)?;
+        let mut mrs = self.mrs.lock();
+        // Reserve the table slot first: a failure after registering would
+        // otherwise have to undo it on the NIC.
+        mrs.reserve(1, GFP_KERNEL)?;
+        let mr = Mr::register(ctl, req.addr, req.length, req.access)?;
+        if mrs.iter().any(|m| m.key == mr.key) {
+            // Two NICs handed out the same key to this file; keys must name
+            // one region per file. Dropping `mr` deregisters it.
+            return Err(EAGAIN);
+        }
+        req.key = mr.key;
+        // Report the key before committing: if the user's buffer went away,
+        // the registration is undone (dropping `mr`) and nothing leaks.
+        writer.write(&req)?;
+        mrs.push(mr, GFP_KERNEL)?;
+        Ok(0)
+    }
+
+    fn mr_dereg(&self, arg: usize) -> Result<isize> {
+        let size = size_of::<uapi::MrDereg>();
+        let req: uapi::MrDereg = UserSlice::new(UserPtr::from_addr(arg), size).reader().read()?;
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let mr = {
+            let mut mrs = self.mrs.lock();
+            let pos = mrs.iter().position(|m| m.key == req.key).ok_or(ENOENT)?;
+            mrs.remove(pos)?
+        };
+        // Invalidate, unmap and unpin outside the table lock.
+        drop(mr);
+        Ok(0)
+    }
 }
 
 #[vtable]
 impl MiscDevice for ControlFile {
-    type Ptr = KBox<Self>;
+    type Ptr = Pin<KBox<Self>>;
 
-    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
+    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         let owner_tgid = current!().tgid();
-        Ok(KBox::new(ControlFile { owner_tgid }, GFP_KERNEL)?)
+        KBox::try_pin_init(
+            try_pin_init!(ControlFile {
+                owner_tgid,
+                mrs <- new_mutex!(KVec::new()),
+            }),
+            GFP_KERNEL,
+        )
     }
 
-    fn show_fdinfo(this: &ControlFile, m: &SeqFile, _file: &File) {
+    fn ioctl(this: Pin<&ControlFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        match cmd {
+            uapi::IOC_QUERY => this.query(arg),
+            uapi::IOC_MR_REG => this.mr_reg(arg),
+            uapi::IOC_MR_DEREG => this.mr_dereg(arg),
+            _ => Err(ENOTTY),
+        }
+    }
+
+    fn show_fdinfo(this: Pin<&ControlFile>, m: &SeqFile, _file: &File) {
         seq_print!(m, "zeronic-uapi:\t{}\n", UAPI_VERSION);
         seq_print!(m, "zeronic-owner-tgid:\t{}\n", this.owner_tgid);
+        let mrs = this.mrs.lock();
+        let pages: u64 = mrs.iter().map(Mr::npages).sum();
+        seq_print!(m, "zeronic-mrs:\t{}\n", mrs.len());
+        seq_print!(m, "zeronic-pinned-pages:\t{}\n", pages);
     }
 }

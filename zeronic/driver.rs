@@ -1,90 +1,288 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The PCI driver: binds to the emulated ZeroNIC.
+//! The PCI driver: binds to the emulated ZeroNIC and brings it up.
 //!
 //! The NIC is a QEMU `ivshmem-doorbell` function (1af4:1110) whose BAR2 is the
 //! NIC's register file. Plain ivshmem devices share the PCI id, so probe
 //! identifies the NIC by the magic and version in BAR2 before anything else
-//! and refuses other devices with a log line. See `docs/hardware.md`.
+//! and refuses other devices with a log line. Bring-up follows
+//! `docs/hardware.md` §3: reset, command and event queues, data path on,
+//! MSI-X vectors, then one net_device per port.
+//!
+//! Teardown ([`ZeroNicDevice`]'s `Drop`) runs in the reverse order: files lose
+//! the NIC, interrupts are freed, the net_devices are unregistered (each port
+//! stops its queues), and a final reset makes sure the NIC does no DMA into
+//! memory that is about to be unmapped or freed.
+
+use core::pin::Pin;
 
 use kernel::{
-    device::Core,
-    io::Io,
+    device::{
+        Bound,
+        Core, //
+    },
+    irq,
+    net::dev::{
+        Builder,
+        Features,
+        Registration, //
+    },
     pci,
-    prelude::*, //
+    prelude::*,
+    sync::{
+        atomic::Relaxed,
+        Arc,
+        SetOnce, //
+    },
 };
 
-use crate::hw::regs;
+use crate::{
+    control::{
+        Control,
+        Identity, //
+    },
+    hw::regs,
+    irq::{
+        Events,
+        PortSlots,
+        Vector, //
+    },
+    nic_regs::{
+        NicRegs,
+        Regs, //
+    },
+    port::Port,
+    ring::{
+        poll_until,
+        Ring, //
+    },
+};
 
-/// BAR2, the register file, with build-time checked offsets below its size.
-type Bar2<'bound> = pci::Bar<'bound, { regs::BAR2_SIZE }>;
+/// Entries of the event queue.
+const EVQ_ENTRIES: u32 = 64;
 
-/// The identity a ZeroNIC shows in BAR2 (registers `REG_MAGIC` .. `REG_MAX_MTU`).
-#[derive(Clone, Copy)]
-pub(crate) struct Identity {
-    /// `major << 16 | minor`.
-    pub(crate) version: u32,
-    /// `CAP_*` bits.
-    pub(crate) caps: u32,
-    /// Number of ports this function owns (1 ..= `MAX_PORTS`).
-    pub(crate) ports: u32,
-    /// Largest MTU the NIC accepts on its wire.
-    pub(crate) max_mtu: u32,
+/// How long a reset may take (the model resets within one scan).
+const RESET_TIMEOUT_MS: i64 = 2000;
+
+/// Interface name template of the ports.
+const IFNAME: &CStr = c"zn%d";
+
+/// Reads and checks the identity header (hardware spec §1).
+///
+/// `ENODEV` when the magic is not ZeroNIC's (a plain ivshmem device) or the
+/// major version is not the one this driver implements; `EINVAL` when the
+/// header is inconsistent. Each case is logged.
+fn read_identity(pdev: &pci::Device<Core<'_>>, r: &Regs<'_>) -> Result<Identity> {
+    let magic = r.r32(regs::REG_MAGIC)?;
+    if magic != regs::ZN_MAGIC {
+        dev_info!(
+            pdev,
+            "BAR2 magic {:#010x} is not a ZeroNIC's ({:#010x}): plain ivshmem device, not binding\n",
+            magic,
+            regs::ZN_MAGIC
+        );
+        return Err(ENODEV);
+    }
+    let id = Identity {
+        version: r.r32(regs::REG_VERSION)?,
+        caps: r.r32(regs::REG_CAPS)?,
+        ports: r.r32(regs::REG_NUM_PORTS)?,
+        max_mtu: r.r32(regs::REG_MAX_MTU)?,
+        mr_capacity: r.r32(regs::REG_MR_CAPACITY)?,
+        flow_capacity: r.r32(regs::REG_FLOW_CAPACITY)?,
+        ms_per_flow: r.r32(regs::REG_MS_PER_FLOW)?,
+    };
+    if id.version >> 16 != regs::ZN_VERSION_MAJOR {
+        dev_err!(
+            pdev,
+            "ZeroNIC version {}.{} is not supported (driver implements {}.x)\n",
+            id.version >> 16,
+            id.version & 0xffff,
+            regs::ZN_VERSION_MAJOR
+        );
+        return Err(ENODEV);
+    }
+    if id.ports == 0 || id.ports > regs::MAX_PORTS {
+        dev_err!(pdev, "ZeroNIC reports {} ports (1..={} valid)\n", id.ports, regs::MAX_PORTS);
+        return Err(EINVAL);
+    }
+    if id.max_mtu < kernel::net::dev::ETH_MIN_MTU || id.max_mtu > regs::MAX_MTU {
+        dev_err!(pdev, "ZeroNIC reports max MTU {}\n", id.max_mtu);
+        return Err(EINVAL);
+    }
+    Ok(id)
 }
 
-impl Identity {
-    /// Reads and checks the identity header.
-    ///
-    /// # Errors
-    ///
-    /// `ENODEV` when the magic is not ZeroNIC's (a plain ivshmem device) or
-    /// the major version is not the one this driver implements; `EINVAL`
-    /// when the header is inconsistent. Each case is logged.
-    fn read(pdev: &pci::Device<Core<'_>>, bar: &Bar2<'_>) -> Result<Self> {
-        let magic = bar.read32(regs::REG_MAGIC);
-        if magic != regs::ZN_MAGIC {
-            dev_info!(
-                pdev,
-                "BAR2 magic {:#010x} is not a ZeroNIC's ({:#010x}): plain ivshmem device, not binding\n",
-                magic,
-                regs::ZN_MAGIC
-            );
-            return Err(ENODEV);
-        }
-        let id = Identity {
-            version: bar.read32(regs::REG_VERSION),
-            caps: bar.read32(regs::REG_CAPS),
-            ports: bar.read32(regs::REG_NUM_PORTS),
-            max_mtu: bar.read32(regs::REG_MAX_MTU),
-        };
-        if id.version >> 16 != regs::ZN_VERSION_MAJOR {
-            dev_err!(
-                pdev,
-                "ZeroNIC version {}.{} is not supported (driver implements {}.x)\n",
-                id.version >> 16,
-                id.version & 0xffff,
-                regs::ZN_VERSION_MAJOR
-            );
-            return Err(ENODEV);
-        }
-        if id.ports == 0 || id.ports > regs::MAX_PORTS {
-            dev_err!(pdev, "ZeroNIC reports {} ports (1..={} valid)\n", id.ports, regs::MAX_PORTS);
-            return Err(EINVAL);
-        }
-        Ok(id)
+/// Resets the NIC and waits for it (hardware spec §3 step 2).
+fn reset(nic: &NicRegs) -> Result {
+    {
+        let r = nic.get()?;
+        r.w32(regs::REG_DEV_CTRL, regs::DEV_CTRL_RESET)?;
+        r.doorbell(regs::DB_CMD)?;
     }
+    poll_until(nic, RESET_TIMEOUT_MS, |r| Ok(r.r32(regs::REG_DEV_CTRL)? == 0))
 }
 
 /// One bound NIC.
 ///
-/// Lifetime: from probe to unbind; everything here borrows the device for
-/// `'bound`. Fields drop in declaration order.
+/// Lifetime: from probe to unbind; the IRQ registrations borrow the device
+/// for `'bound`. See the module documentation for the teardown order.
 pub(crate) struct ZeroNicDevice<'bound> {
     pdev: &'bound pci::Device,
-    /// What the NIC said it is at probe.
-    identity: Identity,
-    /// Must stay declared last: everything that touches registers borrows it.
-    _bar2: Bar2<'bound>,
+    regs: Arc<NicRegs>,
+    control: Arc<Control>,
+    /// One handler per MSI-X vector in use.
+    irqs: KVec<Pin<KBox<irq::Registration<'bound, Vector>>>>,
+    /// The ports' net_devices (also reachable by the handlers).
+    ports: KVec<Arc<Registration<Port>>>,
+    /// The handlers' view of `ports`; `None` once teardown started.
+    slots: Option<Arc<PortSlots>>,
+}
+
+/// Resets the NIC when dropped, unless disarmed: a probe that fails after
+/// giving the NIC rings must stop it before the rings are freed.
+struct ResetOnError<'a> {
+    nic: &'a NicRegs,
+    armed: bool,
+}
+
+impl Drop for ResetOnError<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = reset(self.nic);
+        }
+    }
+}
+
+impl<'bound> ZeroNicDevice<'bound> {
+    fn new(pdev: &'bound pci::Device<Core<'_>>) -> Result<Self> {
+        let bar2_len = pdev.resource_len(2)?;
+        // CAST: usize -> u64 is lossless on every architecture Linux supports.
+        if bar2_len < regs::BAR2_SIZE as u64 {
+            dev_info!(
+                pdev,
+                "BAR2 is {} bytes, smaller than a ZeroNIC register file: plain ivshmem device, not binding\n",
+                bar2_len
+            );
+            return Err(ENODEV);
+        }
+        pdev.enable_device_mem()?;
+        pdev.set_master();
+        let bpdev: &'bound pci::Device<Bound> = pdev;
+        let nic = Arc::new(NicRegs::new(bpdev)?, GFP_KERNEL)?;
+        let identity = read_identity(pdev, &nic.get()?)?;
+
+        reset(&nic).inspect_err(|e| dev_err!(pdev, "NIC did not reset: {:?}\n", e))?;
+        let status = nic.get()?.r32(regs::REG_DEV_STATUS)?;
+        if status & regs::DEV_STATUS_DMA_OK == 0 {
+            dev_err!(pdev, "NIC cannot reach guest RAM (DMA window not mapped)\n");
+            return Err(EIO);
+        }
+        let control = Control::new(bpdev, nic.clone(), identity)?;
+
+        let slots: Arc<PortSlots> = Arc::new([SetOnce::new(), SetOnce::new()], GFP_KERNEL)?;
+        let evq = Ring::<16>::new(bpdev.as_ref(), EVQ_ENTRIES, regs::REG_EVQ)?;
+        let events = Events::new(nic.clone(), evq, slots.clone());
+        // Declared after everything the NIC may DMA to, so it drops first.
+        let mut guard = ResetOnError {
+            nic: &nic,
+            armed: true,
+        };
+        events.enable()?;
+
+        // Vectors start masked; a port unmasks its own when it opens.
+        let nvec = 1 + 2 * identity.ports;
+        {
+            let r = nic.get()?;
+            for v in 0..regs::MAX_VECTORS {
+                r.w32(regs::vec_block(v) + regs::VEC_MASK, u32::from(v != regs::VEC_ASYNC))?;
+            }
+            r.w32(regs::REG_DEV_CTRL, regs::DEV_CTRL_ENABLE)?;
+            r.doorbell(regs::DB_CMD)?;
+        }
+        let types = pci::IrqTypes::default().with(pci::IrqType::MsiX);
+        bpdev
+            .alloc_irq_vectors_managed(nvec, nvec, types)
+            .inspect_err(|e| dev_err!(pdev, "cannot allocate {} MSI-X vectors: {:?}\n", nvec, e))?;
+
+        let mut this = Self {
+            pdev,
+            regs: nic.clone(),
+            control: control.clone(),
+            irqs: KVec::new(),
+            ports: KVec::new(),
+            slots: Some(slots.clone()),
+        };
+        this.request_irq(bpdev, regs::VEC_ASYNC, c"zeronic-async", Vector::Async(events))?;
+        for p in 0..identity.ports {
+            for (v, name) in [(regs::vec_rx(p), c"zeronic-rx"), (regs::vec_tx(p), c"zeronic-tx")] {
+                let handler = Vector::Port {
+                    regs: nic.clone(),
+                    ports: slots.clone(),
+                    port: p,
+                    vector: v,
+                };
+                this.request_irq(bpdev, v, name, handler)?;
+            }
+        }
+
+        for p in 0..identity.ports {
+            let mut b = Builder::new(1, 1, Port::new(p, bpdev, nic.clone(), control.clone()))?;
+            b.set_name(IFNAME)?;
+            // CAST: `p < MAX_PORTS` (2).
+            b.set_dev_port(p as u16);
+            b.set_random_mac_addr();
+            let max_mtu = identity.max_mtu;
+            b.set_mtu(regs::DEFAULT_MTU.min(max_mtu), kernel::net::dev::ETH_MIN_MTU, max_mtu)?;
+            let features = Features::HW_CSUM | Features::RXCSUM;
+            b.set_features(features, features);
+            b.set_parent(bpdev.as_ref());
+            b.data().napi.add(&b)?;
+            let reg = Arc::new(b.register()?, GFP_KERNEL)?;
+            // CAST: u32 -> usize; `p < MAX_PORTS`.
+            let snap = &control.ports[p as usize];
+            // CAST: ifindex is positive once registered.
+            snap.ifindex.store(reg.ifindex() as u32, Relaxed);
+            snap.mtu.store(reg.mtu(), Relaxed);
+            // CAST: u32 -> usize; `p < MAX_PORTS`.
+            if let Some(slot) = slots.get(p as usize) {
+                slot.populate(reg.clone());
+            }
+            dev_info!(pdev, "port {}: {}\n", p, reg.name().as_cstr());
+            this.ports.push(reg, GFP_KERNEL)?;
+        }
+        control.publish()?;
+        guard.armed = false;
+        dev_info!(
+            pdev,
+            "ZeroNIC {}.{}: {} port(s), max MTU {}, caps {:#x}, {} MSI-X vectors\n",
+            identity.version >> 16,
+            identity.version & 0xffff,
+            identity.ports,
+            identity.max_mtu,
+            identity.caps,
+            nvec
+        );
+        Ok(this)
+    }
+
+    fn request_irq(
+        &mut self,
+        pdev: &'bound pci::Device<Bound>,
+        vector: u32,
+        name: &'static CStr,
+        handler: Vector,
+    ) -> Result {
+        let request = pdev.irq_vector(vector)?;
+        // SAFETY: The registration is stored in `self.irqs` and dropped, never
+        // forgotten, in `Drop` or when `self` is dropped on a probe error.
+        let reg = KBox::pin_init(
+            unsafe { irq::Registration::new(request, irq::Flags::TRIGGER_NONE, name, Ok::<_, Error>(handler)) },
+            GFP_KERNEL,
+        )?;
+        self.irqs.push(reg, GFP_KERNEL)?;
+        Ok(())
+    }
 }
 
 /// The `pci::Driver` of the ZeroNIC.
@@ -109,38 +307,26 @@ impl pci::Driver for ZeroNicDriver {
         pdev: &'bound pci::Device<Core<'_>>,
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        let bar2_len = pdev.resource_len(2)?;
-        // CAST: usize -> u64 is lossless on every architecture Linux supports.
-        if bar2_len < regs::BAR2_SIZE as u64 {
-            dev_info!(
-                pdev,
-                "BAR2 is {} bytes, smaller than a ZeroNIC register file: plain ivshmem device, not binding\n",
-                bar2_len
-            );
-            return Err(ENODEV);
-        }
-        pdev.enable_device_mem()?;
-        let bar2 = pdev.iomap_region_sized::<{ regs::BAR2_SIZE }>(2, c"zeronic/bar2")?;
-        let identity = Identity::read(pdev, &bar2)?;
-        dev_info!(
-            pdev,
-            "ZeroNIC {}.{}: {} port(s), max MTU {}, caps {:#x}\n",
-            identity.version >> 16,
-            identity.version & 0xffff,
-            identity.ports,
-            identity.max_mtu,
-            identity.caps
-        );
-        Ok(ZeroNicDevice {
-            pdev,
-            identity,
-            _bar2: bar2,
-        })
+        ZeroNicDevice::new(pdev)
     }
 }
 
 impl Drop for ZeroNicDevice<'_> {
     fn drop(&mut self) {
-        dev_info!(self.pdev, "ZeroNIC with {} port(s) unbound\n", self.identity.ports);
+        // Files first: no command may start on a NIC that is going away.
+        self.control.shut_down();
+        // No handler runs after this; they drop their net_device references.
+        self.irqs.clear();
+        drop(self.slots.take());
+        // Unregistering stops each open port (ndo_stop) and frees its rings.
+        self.ports.clear();
+        // Stop every DMA (memory regions included: reset empties the MR
+        // Table) before devres unmaps registered pages and frees rings.
+        if let Err(e) = reset(&self.regs) {
+            if e != ENODEV {
+                dev_err!(self.pdev, "NIC did not reset at unbind: {:?}\n", e);
+            }
+        }
+        dev_info!(self.pdev, "ZeroNIC with {} port(s) unbound\n", self.control.identity.ports);
     }
 }

@@ -5,9 +5,25 @@
 //! These are the files of the `zeronic-hw` crate (`hw/src/` in the project),
 //! included verbatim, so the driver and the emulated NIC cannot disagree on an
 //! offset or a layout. `docs/hardware.md` is the specification they implement.
+//! The driver uses a subset of each file (flows and header queues come with the
+//! zero-copy data path), hence `dead_code` is expected.
 
-// `pub` items of a userspace crate, private to this one; the driver uses more
-// of the register map as bring-up grows.
+#[macro_use]
+#[path = "../hw/src/le_struct.rs"]
+mod le_struct;
+
+#[expect(unreachable_pub, dead_code)]
+#[path = "../hw/src/cmd.rs"]
+pub(crate) mod cmd;
+
+#[expect(unreachable_pub, dead_code)]
+#[path = "../hw/src/desc.rs"]
+pub(crate) mod desc;
+
 #[expect(unreachable_pub, dead_code)]
 #[path = "../hw/src/regs.rs"]
 pub(crate) mod regs;
+
+#[expect(unreachable_pub, dead_code)]
+#[path = "../hw/src/status.rs"]
+pub(crate) mod status;

@@ -14,8 +14,16 @@
 use kernel::prelude::*;
 
 mod cdev;
+mod control;
 mod driver;
 mod hw;
+mod irq;
+mod mr;
+mod nic_regs;
+mod port;
+mod queues;
+mod ring;
+mod uapi;
 
 /// Driver version. `module!` below repeats it (the macro takes literals only);
 /// the selftests check that `/sys/module/zeronic/version` and the load-time log
@@ -48,6 +56,7 @@ struct ZeroNic {
 
 impl kernel::InPlaceModule for ZeroNic {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        control::init_registry();
         try_pin_init!(Self {
             control <- cdev::register(),
             pci <- kernel::driver::Registration::new(c"zeronic", module),

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MSI-X interrupt handlers.
+//!
+//! Vector `VEC_ASYNC` carries events (link changes, queue errors, fatal
+//! errors) and command completions; commands are completed by polling (see
+//! `control.rs`), so this handler only drains the event queue. Each port has
+//! an RX and a TX vector; both mask themselves and schedule the port's NAPI,
+//! which unmasks them when it completes (hardware spec §7).
+
+use kernel::{
+    irq::{
+        Handler,
+        IrqReturn, //
+    },
+    net::dev::Registration,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        barrier::{
+            dma_mb,
+            Read, //
+        },
+        Arc,
+        SetOnce, //
+    },
+};
+
+use crate::{
+    hw::{
+        desc::Event,
+        regs,
+        status,
+    },
+    nic_regs::NicRegs,
+    port::Port,
+    ring::Ring,
+};
+
+/// The net_devices of the NIC's ports, filled in once they are registered.
+///
+/// Interrupts are requested before the net_devices exist (an open port must
+/// find its handler), so handlers look their port up here.
+pub(crate) type PortSlots = [SetOnce<Arc<Registration<Port>>>; regs::MAX_PORTS as usize];
+
+/// State of the `VEC_ASYNC` handler: the event queue.
+pub(crate) struct Events {
+    regs: Arc<NicRegs>,
+    evq: Ring<16>,
+    /// Events consumed (free-running). Only the handler touches it, and a
+    /// handler never runs concurrently with itself.
+    cons: Atomic<u32>,
+    ports: Arc<PortSlots>,
+    /// Set once the fatal error has been reported.
+    fatal: Atomic<bool>,
+}
+
+impl Events {
+    pub(crate) fn new(regs: Arc<NicRegs>, evq: Ring<16>, ports: Arc<PortSlots>) -> Self {
+        Self {
+            regs,
+            evq,
+            cons: Atomic::new(0),
+            ports,
+            fatal: Atomic::new(false),
+        }
+    }
+
+    fn port(&self, port: u16) -> Option<&Registration<Port>> {
+        self.ports.get(usize::from(port))?.as_ref().map(|p| &**p)
+    }
+
+    /// The NIC entered the fatal state: stop every port's data path.
+    fn fatal(&self, code: u32, info: u32) {
+        if self.fatal.xchg(true, Relaxed) {
+            return;
+        }
+        pr_err!(
+            "NIC fatal error {} (queue {:#x}): data path stopped; rebind the device to reset it\n",
+            code,
+            info
+        );
+        for slot in self.ports.iter() {
+            if let Some(port) = slot.as_ref() {
+                port.stop_queue();
+                port.carrier_off();
+            }
+        }
+    }
+
+    fn drain(&self) -> Result {
+        let r = self.regs.get()?;
+        let prod = self.evq.prod(&r)?;
+        dma_mb(Read);
+        let mut cons = self.cons.load(Relaxed);
+        while cons != prod {
+            let ev = Event::decode(&self.evq.read(cons)?);
+            match ev.code {
+                status::EV_LINK => {
+                    if let Some(port) = self.port(ev.port) {
+                        port.data().set_link(port, ev.info != 0);
+                    }
+                }
+                status::EV_QUEUE_ERROR => {
+                    pr_err!("NIC refused queue {:#x}: status {}\n", ev.info, ev.detail);
+                }
+                status::EV_FATAL => self.fatal(ev.info, 0),
+                _ => kernel::pr_warn_once!("unknown NIC event {}\n", ev.code),
+            }
+            cons = cons.wrapping_add(1);
+        }
+        self.cons.store(cons, Relaxed);
+        r.w32(self.evq.reg(regs::Q_CONS), cons)?;
+        if r.r32(regs::REG_DEV_STATUS)? & regs::DEV_STATUS_FATAL != 0 {
+            self.fatal(r.r32(regs::REG_FATAL_CODE)?, r.r32(regs::REG_FATAL_INFO)?);
+        }
+        r.doorbell(regs::DB_REARM)
+    }
+
+    /// Enables the event queue (process context, before the IRQ is requested).
+    pub(crate) fn enable(&self) -> Result {
+        self.evq.enable(&self.regs)
+    }
+}
+
+/// One MSI-X vector's handler.
+pub(crate) enum Vector {
+    /// `VEC_ASYNC`.
+    Async(Events),
+    /// An RX or TX vector of a port.
+    Port {
+        regs: Arc<NicRegs>,
+        ports: Arc<PortSlots>,
+        port: u32,
+        vector: u32,
+    },
+}
+
+impl Handler for Vector {
+    fn handle(&self) -> IrqReturn {
+        match self {
+            Vector::Async(events) => {
+                // Nothing to do but report: the device may be going away.
+                let _ = events.drain();
+            }
+            Vector::Port {
+                regs,
+                ports,
+                port,
+                vector,
+            } => {
+                // CAST: u32 -> usize; `port < MAX_PORTS`, checked at probe.
+                let Some(netdev) = ports.get(*port as usize).and_then(|p| p.as_ref()) else {
+                    return IrqReturn::None;
+                };
+                if let Ok(r) = regs.get() {
+                    // Hold further interrupts until NAPI has polled.
+                    let _ = r.w32(regs::vec_block(*vector) + regs::VEC_MASK, 1);
+                }
+                netdev.data().napi.schedule();
+            }
+        }
+        IrqReturn::Handled
+    }
+}

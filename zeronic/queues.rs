@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The normal data path of one port: the TX and RX rings, their buffers, and
+//! the NAPI poller that reaps TX completions and receives frames.
+//!
+//! Frames are copied through DMA-coherent buffers, one per ring slot: on TX
+//! the linear skb is copied into the slot's buffer, on RX the frame is copied
+//! out of it into a fresh skb. This path carries what is not offloaded (ARP,
+//! ICMP, TCP handshakes, plain TCP/UDP); bulk payload of offloaded flows goes
+//! through registered memory instead, so the copy is not on the fast path the
+//! NIC exists for.
+//!
+//! Locking: `tx` is taken by `start_xmit` (BH disabled) and by the poller
+//! (softirq); `rx` only by the poller. Process context (open, stop, MTU change)
+//! takes them only while the queue is stopped and NAPI is disabled, so a
+//! softirq on the same CPU can never spin on a lock held below it.
+
+use kernel::{
+    device::{
+        Bound,
+        Device, //
+    },
+    dma::Coherent,
+    io::{
+        io_project,
+        Io, //
+    },
+    net::{
+        dev::{
+            NetDevice,
+            NetdevTx, //
+        },
+        napi::{
+            Napi,
+            NapiContext,
+            NapiPoller, //
+        },
+        skbuff::{
+            Checksum,
+            RxChecksum,
+            SkBuff, //
+        },
+    },
+    new_spinlock,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        barrier::{
+            dma_mb,
+            Read, //
+        },
+        Arc,
+        SpinLock, //
+    },
+};
+
+use crate::{
+    hw::{
+        desc::{
+            RxBufDesc,
+            RxCompletion,
+            TxCompletion,
+            TxDesc,
+            RXF_CSUM_OK,
+            RXF_TCP,
+            TXF_CSUM_PARTIAL,
+            TX_OP_PLAIN, //
+        },
+        regs,
+        status,
+    },
+    nic_regs::{
+        NicRegs,
+        Regs, //
+    },
+    ring::Ring,
+};
+
+/// Ethernet header bytes added to the MTU to get the largest frame.
+const ETH_HLEN: u32 = regs::ETH_HLEN;
+
+/// Bytes of buffers per ring the ring size aims at: big MTUs get fewer slots.
+const RING_BYTES: u32 = 4 << 20;
+
+/// Returns the buffer size and number of slots of the rings for `mtu`.
+pub(crate) fn ring_geometry(mtu: u32) -> (u32, u32) {
+    // Buffers are a multiple of 64 bytes (cache line, and the NIC's alignment
+    // rule for ring bases applies to nothing else but keeps copies aligned).
+    let buf_len = (mtu + ETH_HLEN).next_multiple_of(64);
+    let slots = (RING_BYTES / buf_len).clamp(32, 256);
+    // Round down to a power of two.
+    let slots = 1u32 << (31 - slots.leading_zeros());
+    (buf_len, slots)
+}
+
+/// Counters of one port's net_device (`ip -s link`), updated locklessly.
+pub(crate) struct Stats {
+    pub(crate) rx_packets: Atomic<u64>,
+    pub(crate) rx_bytes: Atomic<u64>,
+    pub(crate) rx_dropped: Atomic<u64>,
+    pub(crate) rx_errors: Atomic<u64>,
+    pub(crate) tx_packets: Atomic<u64>,
+    pub(crate) tx_bytes: Atomic<u64>,
+    pub(crate) tx_dropped: Atomic<u64>,
+    pub(crate) tx_errors: Atomic<u64>,
+}
+
+impl Stats {
+    fn new() -> Self {
+        Self {
+            rx_packets: Atomic::new(0),
+            rx_bytes: Atomic::new(0),
+            rx_dropped: Atomic::new(0),
+            rx_errors: Atomic::new(0),
+            tx_packets: Atomic::new(0),
+            tx_bytes: Atomic::new(0),
+            tx_dropped: Atomic::new(0),
+            tx_errors: Atomic::new(0),
+        }
+    }
+}
+
+/// Adds `by` to a counter.
+#[inline]
+fn bump(counter: &Atomic<u64>, by: u64) {
+    counter.add(by, Relaxed);
+}
+
+/// One coherent buffer per ring slot.
+fn alloc_buffers(dev: &Device<Bound>, slots: u32, len: u32) -> Result<KVec<Coherent<[u8]>>> {
+    // CAST: u32 -> usize is lossless on every architecture Linux supports.
+    let mut bufs = KVec::with_capacity(slots as usize, GFP_KERNEL)?;
+    for _ in 0..slots {
+        bufs.push(
+            Coherent::<u8>::zeroed_slice(dev, len as usize, GFP_KERNEL)?,
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(bufs)
+}
+
+/// Returns the buffer of free-running index `index`.
+#[inline]
+fn buffer(bufs: &[Coherent<[u8]>], index: u32) -> Result<&Coherent<[u8]>> {
+    // CAST: u32 -> usize is lossless; `bufs.len()` is a power of two.
+    bufs.get(index as usize & (bufs.len() - 1)).ok_or(EINVAL)
+}
+
+/// The TX queue and TX completion queue of a port.
+pub(crate) struct TxRing {
+    pub(crate) txq: Ring<64>,
+    pub(crate) txcq: Ring<16>,
+    bufs: KVec<Coherent<[u8]>>,
+    /// Frame length per slot, for the byte counters at completion.
+    lens: KVec<u32>,
+    buf_len: u32,
+    /// Descriptors posted (free-running, = `Q_PROD` of the TX queue).
+    prod: u32,
+    /// Completions consumed (free-running, = `Q_CONS` of the completion queue).
+    done: u32,
+}
+
+impl TxRing {
+    pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32) -> Result<Self> {
+        let (buf_len, slots) = ring_geometry(mtu);
+        let block = regs::port_block(port);
+        let mut lens = KVec::new();
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        lens.resize(slots as usize, 0, GFP_KERNEL)?;
+        Ok(Self {
+            txq: Ring::new(dev, slots, block + regs::PORT_TXQ)?,
+            txcq: Ring::new(dev, slots, block + regs::PORT_TXCQ)?,
+            bufs: alloc_buffers(dev, slots, buf_len)?,
+            lens,
+            buf_len,
+            prod: 0,
+            done: 0,
+        })
+    }
+
+    /// Free descriptor slots.
+    #[inline]
+    fn free(&self) -> u32 {
+        self.txq.entries() - self.prod.wrapping_sub(self.done)
+    }
+
+    /// Copies `skb` into the next slot and posts it. The caller rings `DB_TX`.
+    fn post(&mut self, r: &Regs<'_>, skb: &SkBuff) -> Result {
+        let len = skb.len();
+        let data = skb.data();
+        // CAST: usize -> u64 is lossless on every architecture Linux supports.
+        if data.len() as u64 != u64::from(len) || len < ETH_HLEN || len > self.buf_len {
+            // Not linear (cannot happen without NETIF_F_SG) or not a frame.
+            return Err(EINVAL);
+        }
+        let index = self.prod;
+        let buf = buffer(&self.bufs, index)?;
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        io_project!(buf, [try: 0..len as usize]).copy_from_slice(data);
+        let mut desc = TxDesc {
+            opcode: TX_OP_PLAIN,
+            buf_len: len,
+            buf_addr: buf.dma_address(),
+            cookie: u64::from(index),
+            ..Default::default()
+        };
+        if skb.ip_summed() == Checksum::Partial {
+            let start = skb.csum_start_offset().ok_or(EINVAL)?;
+            let offset = skb.csum_offset().ok_or(EINVAL)?;
+            desc.flags = TXF_CSUM_PARTIAL;
+            desc.csum_start = u16::try_from(start)?;
+            desc.csum_offset = offset;
+        }
+        self.txq.write(index, desc.encode())?;
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        if let Some(l) = self.lens.get_mut(index as usize & (self.bufs.len() - 1)) {
+            *l = len;
+        }
+        self.prod = index.wrapping_add(1);
+        r.w32(self.txq.reg(regs::Q_PROD), self.prod)
+    }
+}
+
+/// The RX buffer queue and RX completion queue of a port.
+pub(crate) struct RxRing {
+    pub(crate) rxq: Ring<16>,
+    pub(crate) rxcq: Ring<32>,
+    bufs: KVec<Coherent<[u8]>>,
+    buf_len: u32,
+    /// Buffers posted (free-running, = `Q_PROD` of the RX buffer queue).
+    posted: u32,
+    /// Completions consumed (free-running, = `Q_CONS` of the completion queue).
+    cons: u32,
+}
+
+impl RxRing {
+    pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32) -> Result<Self> {
+        let (buf_len, slots) = ring_geometry(mtu);
+        let block = regs::port_block(port);
+        Ok(Self {
+            rxq: Ring::new(dev, slots, block + regs::PORT_RXQ)?,
+            rxcq: Ring::new(dev, slots, block + regs::PORT_RXCQ)?,
+            bufs: alloc_buffers(dev, slots, buf_len)?,
+            buf_len,
+            posted: 0,
+            cons: 0,
+        })
+    }
+
+    /// Posts the buffer of RX queue index `posted` and advances it.
+    fn post_one(&mut self) -> Result {
+        let buf = buffer(&self.bufs, self.posted)?;
+        let desc = RxBufDesc {
+            addr: buf.dma_address(),
+            len: self.buf_len,
+            rsvd0: 0,
+        };
+        self.rxq.write(self.posted, desc.encode())?;
+        self.posted = self.posted.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Posts every buffer of a freshly enabled ring and rings `DB_RX`.
+    pub(crate) fn fill(&mut self, r: &Regs<'_>) -> Result {
+        while self.posted.wrapping_sub(self.cons) < self.rxq.entries() {
+            self.post_one()?;
+        }
+        r.w32(self.rxq.reg(regs::Q_PROD), self.posted)?;
+        r.doorbell(regs::DB_RX)
+    }
+}
+
+/// The data path of one port; the NAPI poller data of its net_device.
+#[pin_data]
+pub(crate) struct Queues {
+    port: u32,
+    regs: Arc<NicRegs>,
+    #[pin]
+    pub(crate) tx: SpinLock<Option<TxRing>>,
+    #[pin]
+    pub(crate) rx: SpinLock<Option<RxRing>>,
+    pub(crate) stats: Stats,
+}
+
+impl Queues {
+    pub(crate) fn new(port: u32, regs: Arc<NicRegs>) -> impl PinInit<Self> {
+        pin_init!(Self {
+            port,
+            regs,
+            tx <- new_spinlock!(None, "zeronic::tx"),
+            rx <- new_spinlock!(None, "zeronic::rx"),
+            stats: Stats::new(),
+        })
+    }
+
+    /// Masks or unmasks both vectors of the port (`VEC_MASK`).
+    pub(crate) fn mask_vectors(&self, r: &Regs<'_>, masked: bool) -> Result {
+        for v in [regs::vec_rx(self.port), regs::vec_tx(self.port)] {
+            r.w32(regs::vec_block(v) + regs::VEC_MASK, u32::from(masked))?;
+        }
+        Ok(())
+    }
+
+    /// `ndo_start_xmit`: copies the frame to the next TX slot.
+    pub(crate) fn xmit(&self, dev: &NetDevice, skb: SkBuff) -> NetdevTx {
+        let mut guard = self.tx.lock();
+        let (Some(tx), Ok(r)) = (&mut *guard, self.regs.get()) else {
+            // Stopping, or the device is gone: drop, as a disconnected link does.
+            bump(&self.stats.tx_dropped, 1);
+            return NetdevTx::Ok;
+        };
+        if tx.free() == 0 {
+            // The queue should have been stopped; ask the stack to retry.
+            dev.stop_queue();
+            return NetdevTx::Busy(skb);
+        }
+        if tx.post(&r, &skb).is_err() || r.doorbell(regs::DB_TX).is_err() {
+            bump(&self.stats.tx_dropped, 1);
+        }
+        if tx.free() == 0 {
+            dev.stop_queue();
+        }
+        skb.consume();
+        NetdevTx::Ok
+    }
+
+    /// Consumes TX completions and wakes the queue when there is room.
+    fn reap_tx(&self, dev: &NetDevice, r: &Regs<'_>) -> Result {
+        let mut guard = self.tx.lock();
+        let Some(tx) = &mut *guard else {
+            return Ok(());
+        };
+        let prod = tx.txcq.prod(r)?;
+        dma_mb(Read);
+        let start = tx.done;
+        while tx.done != prod && tx.prod.wrapping_sub(tx.done) > 0 {
+            let c = TxCompletion::decode(&tx.txcq.read(tx.done)?);
+            // CAST: u32 -> usize is lossless on every architecture Linux supports.
+            let slot = tx.done as usize & (tx.bufs.len() - 1);
+            if c.status == status::ST_OK {
+                bump(&self.stats.tx_packets, 1);
+                bump(&self.stats.tx_bytes, u64::from(tx.lens.get(slot).copied().unwrap_or(0)));
+            } else {
+                bump(&self.stats.tx_errors, 1);
+            }
+            tx.done = tx.done.wrapping_add(1);
+        }
+        if tx.done != start {
+            r.w32(tx.txcq.reg(regs::Q_CONS), tx.done)?;
+            if dev.queue_stopped() && tx.free() >= tx.txq.entries() / 4 {
+                dev.wake_queue();
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives up to `budget` frames; returns how many completions it used.
+    fn receive(&self, ctx: &mut NapiContext<'_>, budget: i32, r: &Regs<'_>) -> Result<i32> {
+        let mut guard = self.rx.lock();
+        let Some(rx) = &mut *guard else {
+            return Ok(0);
+        };
+        let prod = rx.rxcq.prod(r)?;
+        dma_mb(Read);
+        let mut done = 0;
+        while done < budget && rx.cons != prod {
+            let c = RxCompletion::decode(&rx.rxcq.read(rx.cons)?);
+            self.deliver(ctx, rx, &c);
+            rx.cons = rx.cons.wrapping_add(1);
+            // The buffer just consumed is the one at the head of the RX queue
+            // (buffers are used in ring order): give it back to the NIC.
+            rx.post_one()?;
+            done += 1;
+        }
+        if done > 0 {
+            r.w32(rx.rxcq.reg(regs::Q_CONS), rx.cons)?;
+            r.w32(rx.rxq.reg(regs::Q_PROD), rx.posted)?;
+            r.doorbell(regs::DB_RX)?;
+        }
+        Ok(done)
+    }
+
+    /// Copies one received frame into an skb and hands it to GRO.
+    fn deliver(&self, ctx: &mut NapiContext<'_>, rx: &RxRing, c: &RxCompletion) {
+        if c.status != status::ST_OK || c.len < ETH_HLEN || c.len > rx.buf_len {
+            bump(&self.stats.rx_errors, 1);
+            return;
+        }
+        let Ok(buf) = buffer(&rx.bufs, c.index) else {
+            bump(&self.stats.rx_errors, 1);
+            return;
+        };
+        let Ok(mut skb) = copy_frame(ctx, buf, c.len) else {
+            bump(&self.stats.rx_dropped, 1);
+            return;
+        };
+        if c.flags & (RXF_TCP | RXF_CSUM_OK) == RXF_TCP | RXF_CSUM_OK {
+            skb.set_rx_checksum(RxChecksum::Unnecessary);
+        }
+        if skb.eth_type_trans(ctx.dev()).is_err() {
+            bump(&self.stats.rx_errors, 1);
+            return;
+        }
+        bump(&self.stats.rx_packets, 1);
+        bump(&self.stats.rx_bytes, u64::from(c.len));
+        ctx.gro_receive(skb);
+    }
+}
+
+/// Allocates an skb and copies `len` bytes of `buf` into it.
+fn copy_frame(ctx: &mut NapiContext<'_>, buf: &Coherent<[u8]>, len: u32) -> Result<SkBuff> {
+    let mut skb = ctx.alloc_skb(len)?;
+    // CAST: u32 -> usize is lossless on every architecture Linux supports.
+    let dst = skb.put_zeroed(len as usize)?;
+    io_project!(buf, [try: 0..len as usize]).copy_to_slice(dst);
+    Ok(skb)
+}
+
+impl NapiPoller for Queues {
+    fn poll(napi: &Napi<Self>, ctx: &mut NapiContext<'_>, budget: i32) -> i32 {
+        let q = napi.data();
+        let Ok(r) = q.regs.get() else {
+            // The device is gone: nothing will ever arrive again.
+            ctx.complete_done(0);
+            return 0;
+        };
+        if let Err(e) = q.reap_tx(ctx.dev(), &r) {
+            kernel::pr_warn_once!("port {}: TX completion failed: {:?}\n", q.port, e);
+        }
+        let done = if budget > 0 {
+            q.receive(ctx, budget, &r).unwrap_or(0)
+        } else {
+            0
+        };
+        if done < budget && ctx.complete_done(done) {
+            // Entries that arrived while masked raise the interrupt now.
+            let _ = q.mask_vectors(&r, false);
+            let _ = r.doorbell(regs::DB_REARM);
+        }
+        done
+    }
+}
