@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,28 @@ FIXTURE_TEARDOWN(mr)
 		       (unsigned long long)self->base.pinned_pages, \
 		       (unsigned long long)(d_pages)); \
 } while (0)
+
+/* ---- The ABI's layout (docs/uapi.md): sizes, offsets, command numbers ------ */
+
+#define EXPECT_OFFSET(type, field, off) EXPECT_EQ((size_t)(off), offsetof(type, field))
+
+TEST(abi_layout)
+{
+	EXPECT_EQ(120u, sizeof(struct zeronic_query));
+	EXPECT_EQ(16u, sizeof(struct zeronic_port_info));
+	EXPECT_EQ(32u, sizeof(struct zeronic_mr_reg));
+	EXPECT_EQ(8u, sizeof(struct zeronic_mr_dereg));
+	EXPECT_OFFSET(struct zeronic_query, mr_max_bytes, 32);
+	EXPECT_OFFSET(struct zeronic_query, pinned_pages, 40);
+	EXPECT_OFFSET(struct zeronic_query, ports, 56);
+	EXPECT_OFFSET(struct zeronic_query, reserved, 88);
+	EXPECT_OFFSET(struct zeronic_mr_reg, nic, 16);
+	EXPECT_OFFSET(struct zeronic_mr_reg, key, 24);
+	EXPECT_OFFSET(struct zeronic_mr_dereg, reserved, 4);
+	EXPECT_EQ(0xC078DA00u, (unsigned int)ZERONIC_IOC_QUERY);
+	EXPECT_EQ(0xC020DA01u, (unsigned int)ZERONIC_IOC_MR_REG);
+	EXPECT_EQ(0x4008DA02u, (unsigned int)ZERONIC_IOC_MR_DEREG);
+}
 
 /* ---- QUERY ---------------------------------------------------------------- */
 
@@ -737,6 +760,44 @@ TEST_F(mr, region_of_shared_file_outlives_registering_child)
 	EXPECT_COUNTS(1, 4);
 	EXPECT_EQ(0, zn_dereg(self->fd, key));
 	EXPECT_COUNTS(0, 0);
+}
+
+/* VmPin of /proc/self/status in kB (mm->pinned_vm), or -1. */
+static long vm_pin_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* Registrations are charged to the registering process's pinned_vm (VmPin). */
+TEST_F(mr, registrations_charge_vmpin)
+{
+	size_t len = 64 * self->ps;
+	char *buf = map_populated(len);
+	long kb = (long)(self->ps / 1024), base = vm_pin_kb();
+	__u32 a, b;
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_LE(0, base);
+	ASSERT_EQ(0, zn_reg(self->fd, buf, len, ACC_RW, &a));
+	EXPECT_EQ(base + 64 * kb, vm_pin_kb());
+	/* Overlaps are charged again; the span of an unaligned range counts. */
+	ASSERT_EQ(0, zn_reg(self->fd, buf + 1, self->ps, ACC_R, &b));
+	EXPECT_EQ(base + 66 * kb, vm_pin_kb());
+	EXPECT_EQ(0, zn_dereg(self->fd, a));
+	EXPECT_EQ(base + 2 * kb, vm_pin_kb());
+	EXPECT_EQ(0, zn_dereg(self->fd, b));
+	EXPECT_EQ(base, vm_pin_kb());
+	munmap(buf, len);
 }
 
 /* ---- RLIMIT_MEMLOCK ------------------------------------------------------ */
