@@ -60,6 +60,20 @@ pins_outstanding() {
 		END { print a - r }' /proc/vmstat
 }
 
+# The outstanding pins once two readings 1.2 s apart agree (per-CPU deltas
+# folded), or the last reading after 10 tries.
+pins_at_rest() {
+	local i a b
+	b=$(pins_outstanding)
+	for i in $(seq 10); do
+		a=$b
+		sleep 1.2
+		b=$(pins_outstanding)
+		[ "$a" != "$b" ] || break
+	done
+	echo "$b"
+}
+
 # pins_settle OP VALUE: waits up to 10 s for pins_outstanding OP VALUE (-eq, -ge).
 pins_settle() {
 	local i n
@@ -159,7 +173,7 @@ trap 'holder_kill; rm -rf "$tmp"' EXIT
 # --- baselines ----------------------------------------------------------------
 base_pages=$(pinned_pages)
 base_mrs=$(mr_in_use)
-base_pins=$(pins_outstanding)
+base_pins=$(pins_at_rest)
 baseline() {
 	[ -n "$base_pages" ] && [ -n "$base_mrs" ] ||
 		{ echo "ZERONIC_IOC_QUERY on NIC 0 failed: $("$HOLDER" query)"; return 1; }
