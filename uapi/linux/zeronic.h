@@ -5,8 +5,9 @@
  * This header is the one contract between the zeronic kernel module and
  * userspace (the provider library binds it with bindgen). Rules:
  *  - Every ioctl argument is a fixed-layout struct with explicit padding that
- *    userspace must zero; the kernel rejects non-zero reserved fields with
- *    EINVAL so they can gain meaning later.
+ *    userspace must zero; the kernel rejects non-zero input reserved fields
+ *    with EINVAL so they can gain meaning later. Output-only fields
+ *    (including zeronic_query's reserved ones) are ignored on input.
  *  - Unknown ioctl numbers fail with ENOTTY.
  *  - Compatible additions bump ZERONIC_UAPI_VERSION's minor number only by
  *    adding new ioctls or using reserved fields; incompatible changes are not
@@ -77,7 +78,7 @@ struct zeronic_mr_reg {
 	__u64 length;		/* in: bytes, 1 .. mr_max_bytes */
 	__u32 nic;		/* in: NIC index */
 	__u32 access;		/* in: nonzero set of ZERONIC_ACCESS_* */
-	__u32 key;		/* out: the region's key */
+	__u32 key;		/* out: the region's key, nonzero */
 	__u32 reserved;		/* in: zero */
 };
 
@@ -95,7 +96,7 @@ struct zeronic_mr_dereg {
  * Errors (errno), common to all calls:
  *   ENOTTY  unknown ioctl number
  *   EFAULT  the argument pointer is not readable/writable
- *   EINVAL  a reserved field is not zero
+ *   EINVAL  an input reserved field is not zero
  *   ENODEV  no NIC with this index, or it was unbound (regions created
  *           before stay owned by the file and are released on close)
  * ZERONIC_IOC_MR_REG:
@@ -110,6 +111,8 @@ struct zeronic_mr_dereg {
  * ZERONIC_IOC_MR_DEREG:
  *   ENOENT  no region with this key on this file (never registered,
  *           already deregistered, or registered through another file)
+ *   (MR_DEREG needs no NIC: after an unbind it still releases the region
+ *   and returns 0.)
  *
  * Lifetime: a region belongs to the file that registered it. Closing the
  * last reference to the file (close, exit, kill) deregisters every region

@@ -1,0 +1,320 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Memory registrations die with their holder, whatever ends it (topology
+# two-port or two-guest; see docs/uapi.md, "Lifetime"):
+#  - SIGKILL of a process holding regions, also in the middle of registering:
+#    NIC 0's pinned_pages goes back to its baseline, and so does the kernel's
+#    own count of outstanding long-term pins (/proc/vmstat nr_foll_pin_*);
+#  - unbinding the NIC under a holder: the unbind completes, the holder's
+#    calls that need the NIC fail with ENODEV, its MR_DEREG still releases
+#    the region (returns 0), closing leaves nothing pinned, and the NIC binds
+#    again;
+#  - unloading the module: rmmod fails while a holder has /dev/zeronic open,
+#    succeeds once it is killed, and a reload binds the NIC again;
+# and nothing of it logs a kernel report. Unloads the module: run it last.
+. "$(dirname "$0")/lib.sh"
+
+HOLDER=$ZN_ROOT/selftests/mr_holder
+DRV=/sys/bus/pci/drivers/zeronic
+# How long a holder may take to answer (TCG: pinning 64 MiB is slow).
+REPLY_TIMEOUT=${ZN_MR_REPLY_TIMEOUT:-180}
+
+case "${ZN_TOPOLOGY:-}" in
+two-port|two-guest) ;;
+*) ktap_print_header; ktap_skip_all "needs a NIC topology (ZN_TOPOLOGY=${ZN_TOPOLOGY:-})"; exit "$KSFT_SKIP" ;;
+esac
+
+ktap_print_header
+ktap_set_plan 13
+zn_load
+zn_wait_path present /dev/zeronic || ktap_exit_fail_msg "no /dev/zeronic"
+bdf=$(basename "$ZN_PCI")
+mark=$(zn_log_mark)
+tmp=$(mktemp -d)
+
+# Runs one check as a KTAP case in this shell (not a subshell like zn_case),
+# so that the holder coprocess and its variables carry from case to case.
+mr_case() {
+	local desc=$1
+	shift
+	if "$@" >"$tmp/case.out" 2>&1; then
+		ktap_test_pass "$desc"
+	else
+		sed 's/^/# /' "$tmp/case.out"
+		ktap_test_fail "$desc"
+	fi
+}
+
+bound() { [ -e "$DRV/$bdf" ]; }
+
+# NIC 0's counters through a fresh file.
+pinned_pages() { "$HOLDER" query | sed -n 's/.*pinned_pages=\([0-9]*\).*/\1/p'; }
+mr_in_use() { "$HOLDER" query | sed -n 's/.*mr_in_use=\([0-9]*\).*/\1/p'; }
+
+# Long-term pins the whole kernel holds: acquired - released. Per-CPU deltas
+# are folded with vm.stat_refresh if the kernel has sysctls, else by vmstat's
+# own periodic update (about a second), hence the waiting below.
+pins_outstanding() {
+	[ ! -w /proc/sys/vm/stat_refresh ] || echo 1 >/proc/sys/vm/stat_refresh 2>/dev/null
+	awk '$1 == "nr_foll_pin_acquired" { a = $2 } $1 == "nr_foll_pin_released" { r = $2 }
+		END { print a - r }' /proc/vmstat
+}
+
+# The outstanding pins once two readings 1.2 s apart agree (per-CPU deltas
+# folded), or the last reading after 10 tries.
+pins_at_rest() {
+	local i a b
+	b=$(pins_outstanding)
+	for i in $(seq 10); do
+		a=$b
+		sleep 1.2
+		b=$(pins_outstanding)
+		[ "$a" != "$b" ] || break
+	done
+	echo "$b"
+}
+
+# pins_settle OP VALUE: waits up to 10 s for pins_outstanding OP VALUE (-eq, -ge).
+pins_settle() {
+	local i n
+	for i in $(seq 50); do
+		n=$(pins_outstanding)
+		[ "$n" "$1" "$2" ] && return 0
+		sleep 0.2
+	done
+	echo "outstanding FOLL_PIN pins: $n, want $1 $2"
+	return 1
+}
+
+# pinned_is N: NIC 0's pinned_pages is N (waiting for an exit to finish).
+pinned_is() {
+	local i n
+	for i in $(seq 25); do
+		n=$(pinned_pages)
+		[ "$n" = "$1" ] && return 0
+		sleep 0.2
+	done
+	echo "pinned_pages=$n, want $1"
+	return 1
+}
+
+# --- the holder coprocess ---------------------------------------------------
+HPID=
+# holder_start ARGS...: starts mr_holder ARGS, waits for its "ready" line
+# (kept in $ready) and fails with its error line if it prints something else.
+holder_start() {
+	holder_stop
+	coproc HOLDER_CO { exec "$HOLDER" "$@" 2>&1; }
+	HPID=$HOLDER_CO_PID
+	holder_read ready || return 1
+	case "$ready" in
+	ready*) return 0 ;;
+	*) echo "mr_holder $*: $ready"; holder_stop; return 1 ;;
+	esac
+}
+
+# Pages the running holder pinned, from its "ready" line.
+ready_pages() { sed -n 's/.* pages=\([0-9]*\).*/\1/p' <<<"$ready"; }
+
+# holder_read VAR: reads the holder's next line into VAR.
+holder_read() {
+	local -n _line=$1
+	_line=
+	[ -n "$HPID" ] || { echo "no holder running"; return 1; }
+	read -r -t "$REPLY_TIMEOUT" -u "${HOLDER_CO[0]}" _line ||
+		{ echo "mr_holder did not answer within ${REPLY_TIMEOUT}s"; return 1; }
+}
+
+# holder_cmd CMD: sends CMD, puts the answer in $reply.
+holder_cmd() {
+	[ -n "$HPID" ] || { echo "no holder running"; return 1; }
+	echo "$1" >&"${HOLDER_CO[1]}" || { echo "cannot write to mr_holder"; return 1; }
+	holder_read reply
+}
+
+holder_kill() {
+	[ -n "$HPID" ] || return 0
+	kill -KILL "$HPID" 2>/dev/null
+	wait "$HPID" 2>/dev/null
+	HPID=
+}
+
+# Ends the holder by closing its input (it exits 0 at EOF), else kills it.
+holder_stop() {
+	[ -n "$HPID" ] || return 0
+	local fd=${HOLDER_CO[1]:-}
+	[ -z "$fd" ] || exec {fd}>&-
+	local i
+	for i in $(seq 50); do
+		kill -0 "$HPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	holder_kill
+}
+
+# sysfs_write SECS VALUE FILE: the write must finish within SECS seconds.
+sysfs_write() {
+	local secs=$1 value=$2 file=$3 pid i
+	( echo "$value" >"$file" ) &
+	pid=$!
+	for i in $(seq $((secs * 10))); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" || { echo "writing $value to $file failed"; return 1; }
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "writing $value to $file did not finish within $secs s"
+	return 1
+}
+
+trap 'holder_kill; rm -rf "$tmp"' EXIT
+
+# --- baselines ----------------------------------------------------------------
+base_pages=$(pinned_pages)
+base_mrs=$(mr_in_use)
+base_pins=$(pins_at_rest)
+baseline() {
+	[ -n "$base_pages" ] && [ -n "$base_mrs" ] ||
+		{ echo "ZERONIC_IOC_QUERY on NIC 0 failed: $("$HOLDER" query)"; return 1; }
+	[ "$base_pages" = 0 ] && [ "$base_mrs" = 0 ] ||
+		{ echo "NIC 0 starts with $base_mrs regions, $base_pages pages pinned"; return 1; }
+}
+mr_case "NIC 0 starts with no registrations" baseline
+
+# --- SIGKILL ------------------------------------------------------------------
+kill_holder_releases() {
+	holder_start hold 64 8 || return 1
+	local pages
+	pages=$(ready_pages)
+	[ "$(pinned_pages)" = "$((base_pages + pages))" ] ||
+		{ echo "holding: pinned_pages=$(pinned_pages), want $base_pages + $pages"; return 1; }
+	pins_settle -ge $((base_pins + pages)) || return 1
+	holder_kill
+	pinned_is "$base_pages" || return 1
+	[ "$(mr_in_use)" = "$base_mrs" ] || { echo "mr_in_use=$(mr_in_use) after the kill"; return 1; }
+	pins_settle -eq "$base_pins"
+}
+mr_case "kill -9 of a holder of 64 MiB in 8 regions releases every pin" kill_holder_releases
+
+kill_churn_releases() {
+	local round
+	for round in 1 2 3; do
+		holder_start churn 32 || return 1
+		sleep "0.$((round * 3))"
+		holder_kill
+		pinned_is "$base_pages" || return 1
+		pins_settle -eq "$base_pins" || return 1
+	done
+}
+mr_case "kill -9 in the middle of registering releases every pin (3 rounds)" kill_churn_releases
+
+# --- unbind under a holder ---------------------------------------------------
+unbind_completes() {
+	holder_start hold 16 4 || return 1
+	sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
+	! bound || { echo "$bdf still bound"; return 1; }
+	# The held file outlives the binding.
+	kill -0 "$HPID" 2>/dev/null || { echo "the holder died"; return 1; }
+}
+mr_case "unbind completes while a holder has registrations" unbind_completes
+
+needs_nic_after_unbind() {
+	holder_cmd query || return 1
+	[ "$reply" = "query ENODEV" ] || { echo "QUERY after unbind: '$reply', want ENODEV"; return 1; }
+	holder_cmd reg || return 1
+	[ "$reply" = "reg ENODEV" ] || { echo "MR_REG after unbind: '$reply', want ENODEV"; return 1; }
+	"$HOLDER" query >"$tmp/q" 2>&1 && { echo "QUERY on a new file: $(cat "$tmp/q")"; return 1; }
+	[ "$(cat "$tmp/q")" = ENODEV ] || { echo "QUERY on a new file: '$(cat "$tmp/q")', want ENODEV"; return 1; }
+}
+mr_case "after unbind, QUERY and MR_REG fail with ENODEV" needs_nic_after_unbind
+
+# docs/uapi.md: MR_DEREG does not need the NIC; after unbind it still
+# releases the file's region (unpins, uncharges) and returns 0.
+dereg_after_unbind() {
+	holder_cmd dereg || return 1
+	[ "$reply" = "dereg 0 0 0 0" ] || { echo "MR_DEREG after unbind: '$reply', want 4 x 0"; return 1; }
+	pins_settle -eq "$base_pins" || return 1
+	holder_cmd dereg || return 1
+	[ "$reply" = "dereg ENOENT ENOENT ENOENT ENOENT" ] ||
+		{ echo "second MR_DEREG: '$reply', want 4 x ENOENT"; return 1; }
+}
+mr_case "after unbind, MR_DEREG releases the region (0), then ENOENT" dereg_after_unbind
+
+close_after_unbind() {
+	holder_cmd close || return 1
+	[ "$reply" = closed ] || { echo "close: '$reply'"; return 1; }
+	holder_stop
+	pins_settle -eq "$base_pins"
+}
+mr_case "closing the holder after unbind leaves nothing pinned" close_after_unbind
+
+# Regions still registered at unbind are released when the file closes.
+close_releases_after_unbind() {
+	bound || sysfs_write 60 "$bdf" "$DRV/bind" || return 1
+	bound || { echo "$bdf not bound after bind"; return 1; }
+	holder_start hold 16 4 || return 1
+	pins_settle -ge $((base_pins + $(ready_pages))) || return 1
+	sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
+	holder_kill
+	pins_settle -eq "$base_pins"
+}
+mr_case "a holder killed after unbind, without MR_DEREG, leaves nothing pinned" close_releases_after_unbind
+
+rebind() {
+	bound || sysfs_write 60 "$bdf" "$DRV/bind" || return 1
+	bound || { echo "$bdf not bound after bind"; return 1; }
+	[ "$(pinned_pages)" = "$base_pages" ] && [ "$(mr_in_use)" = "$base_mrs" ] ||
+		{ echo "after rebind: $("$HOLDER" query)"; return 1; }
+	# And registration works on the new binding.
+	holder_start hold 4 2 || return 1
+	holder_stop
+	pinned_is "$base_pages"
+}
+mr_case "the NIC binds again, with no registrations, and registers" rebind
+
+# --- module unload under a holder ----------------------------------------------
+rmmod_busy() {
+	holder_start hold 16 4 || return 1
+	local out
+	if out=$(rmmod zeronic 2>&1); then
+		echo "rmmod succeeded while a holder had /dev/zeronic open"
+		return 1
+	fi
+	# The kernel refuses (delete_module: EWOULDBLOCK); kmod's rmmod checks
+	# the reference count first and says the module is in use.
+	grep -q "in use" <<<"$out" || { echo "rmmod said: $out"; return 1; }
+	zn_loaded || { echo "the module is gone"; return 1; }
+	[ "$(pinned_pages)" -gt "$base_pages" ] || { echo "the holder's regions are gone"; return 1; }
+}
+mr_case "rmmod fails while a holder has regions registered" rmmod_busy
+
+rmmod_after_kill() {
+	holder_kill
+	rmmod zeronic || return 1
+	zn_wait_path absent /dev/zeronic || { echo "/dev/zeronic still present"; return 1; }
+	pins_settle -eq "$base_pins"
+}
+mr_case "after killing the holder, rmmod succeeds and nothing stays pinned" rmmod_after_kill
+
+reload() {
+	local m
+	m=$(zn_log_mark)
+	zn_load || return 1
+	zn_wait_path present /dev/zeronic || { echo "no /dev/zeronic"; return 1; }
+	bound || { echo "$bdf not bound after reload"; return 1; }
+	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 1\.[0-9]*:" ||
+		{ echo "no identity line after reload"; return 1; }
+	pinned_is "$base_pages" || return 1
+	holder_start hold 4 2 || return 1
+	holder_stop
+	pinned_is "$base_pages"
+}
+mr_case "reload: the NIC binds again, logs its identity and registers" reload
+
+no_reports() {
+	! zn_log_since "$mark" | grep -E 'WARNING:|BUG:|Oops|Call Trace:|lockdep|KFENCE|UBSAN|kmemleak|DMA-API'
+}
+mr_case "no kernel reports since the test started" no_reports
+
+ktap_finished
