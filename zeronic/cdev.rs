@@ -56,7 +56,10 @@ const MODE: u16 = 0o666;
 
 /// Returns the initializer that registers `/dev/zeronic`.
 pub(crate) fn register() -> impl PinInit<MiscDeviceRegistration<ControlFile>, Error> {
-    MiscDeviceRegistration::register(MiscDeviceOptions { name: NAME, mode: MODE })
+    MiscDeviceRegistration::register(MiscDeviceOptions {
+        name: NAME,
+        mode: MODE,
+    })
 }
 
 /// State of one open file of `/dev/zeronic`.
@@ -78,7 +81,8 @@ pub(crate) struct ControlFile {
 impl ControlFile {
     fn query(&self, arg: usize) -> Result<isize> {
         let size = size_of::<uapi::Query>();
-        let (mut reader, mut writer) = UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
+        let (mut reader, mut writer) =
+            UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
         let input: uapi::Query = reader.read()?;
         let (ctl, num_nics) = control::lookup(input.nic)?;
         let id = &ctl.identity;
@@ -97,7 +101,12 @@ impl ControlFile {
             ms_per_flow: id.ms_per_flow,
             ..Default::default()
         };
-        for (info, snap) in out.ports.iter_mut().zip(ctl.ports.iter()).take(id.ports as usize) {
+        for (info, snap) in out
+            .ports
+            .iter_mut()
+            .zip(ctl.ports.iter())
+            .take(id.ports as usize)
+        {
             info.ifindex = snap.ifindex.load(Relaxed);
             info.mtu = snap.mtu.load(Relaxed);
             info.link = snap.link.load(Relaxed);
@@ -108,7 +117,8 @@ impl ControlFile {
 
     fn mr_reg(&self, arg: usize) -> Result<isize> {
         let size = size_of::<uapi::MrReg>();
-        let (mut reader, mut writer) = UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
+        let (mut reader, mut writer) =
+            UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
         let mut req: uapi::MrReg = reader.read()?;
         if req.reserved != 0 {
             return Err(EINVAL);
@@ -118,12 +128,20 @@ impl ControlFile {
         // Reserve the table slot first: a failure after registering would
         // otherwise have to undo it on the NIC.
         mrs.reserve(1, GFP_KERNEL)?;
-        let mr = Mr::register(ctl, req.addr, req.length, req.access)?;
-        if mrs.iter().any(|m| m.key == mr.key) {
-            // Two NICs handed out the same key to this file; keys must name
-            // one region per file. Dropping `mr` deregisters it.
-            return Err(EAGAIN);
-        }
+        // Keys are nonzero and name one region per file. The NIC's key (slot
+        // and random generation) can be 0, and two NICs may hand out the same
+        // key: register again (dropping `mr` deregisters it) in those cases.
+        let mut attempts = 0;
+        let mr = loop {
+            let mr = Mr::register(ctl.clone(), req.addr, req.length, req.access)?;
+            if mr.key != 0 && !mrs.iter().any(|m| m.key == mr.key) {
+                break mr;
+            }
+            attempts += 1;
+            if attempts == 3 {
+                return Err(EAGAIN);
+            }
+        };
         req.key = mr.key;
         // Report the key before committing: if the user's buffer went away,
         // the registration is undone (dropping `mr`) and nothing leaks.
@@ -134,7 +152,9 @@ impl ControlFile {
 
     fn mr_dereg(&self, arg: usize) -> Result<isize> {
         let size = size_of::<uapi::MrDereg>();
-        let req: uapi::MrDereg = UserSlice::new(UserPtr::from_addr(arg), size).reader().read()?;
+        let req: uapi::MrDereg = UserSlice::new(UserPtr::from_addr(arg), size)
+            .reader()
+            .read()?;
         if req.reserved != 0 {
             return Err(EINVAL);
         }

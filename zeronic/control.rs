@@ -22,23 +22,18 @@ use kernel::{
         Bound,
         Device, //
     },
-    new_mutex,
-    pci,
+    new_mutex, pci,
     prelude::*,
     sync::{
-        atomic::Atomic,
         aref::ARef,
+        atomic::Atomic,
         Arc,
         Mutex, //
     },
 };
 
 use crate::{
-    hw::{
-        cmd::CmdCompletion,
-        regs,
-        status,
-    },
+    hw::{cmd::CmdCompletion, regs, status},
     nic_regs::NicRegs,
     ring::{
         poll_until,
@@ -134,8 +129,9 @@ struct Inner {
     alive: bool,
     /// `true` once the NIC stopped answering commands; only a rebind recovers.
     broken: bool,
-    cmdq: Ring<64>,
-    cmdcq: Ring<16>,
+    /// The command and completion rings; freed at unbind (DMA memory must
+    /// not outlive the binding, and files may keep this object longer).
+    rings: Option<(Ring<64>, Ring<16>)>,
     /// Next free-running command index (= `Q_PROD` of the command queue).
     prod: u32,
     /// Next completion to consume (= `Q_CONS` of the completion queue).
@@ -172,8 +168,7 @@ impl Control {
                 inner <- new_mutex!(Inner {
                     alive: true,
                     broken: false,
-                    cmdq,
-                    cmdcq,
+                    rings: Some((cmdq, cmdcq)),
                     prod: 0,
                     cons: 0,
                 }),
@@ -193,6 +188,12 @@ impl Control {
     pub(crate) fn shut_down(self: &Arc<Self>) {
         NICS.lock().retain(|c| !Arc::ptr_eq(c, self));
         self.inner.lock().alive = false;
+    }
+
+    /// Frees the command rings. Called at unbind once the NIC has been reset.
+    pub(crate) fn free_rings(&self) {
+        let rings = self.inner.lock().rings.take();
+        drop(rings);
     }
 
     /// Runs `f` with the bound device and the right to issue commands.
@@ -233,22 +234,22 @@ impl Commands<'_> {
     /// NIC is considered broken.
     pub(crate) fn exec(&mut self, mut cmd: [u8; 64]) -> Result<CmdCompletion> {
         let inner = &mut *self.inner;
+        let Some((cmdq, cmdcq)) = &inner.rings else {
+            return Err(ENODEV);
+        };
         let cookie = inner.prod;
         cmd[4..8].copy_from_slice(&cookie.to_le_bytes());
         let opcode = u16::from_le_bytes([cmd[0], cmd[1]]);
-        inner.cmdq.write(inner.prod, cmd)?;
+        cmdq.write(inner.prod, cmd)?;
         inner.prod = inner.prod.wrapping_add(1);
         {
             let r = self.regs.get()?;
-            // The doorbell orders the entry before the index (spec §5): the
-            // index itself is a plain store into BAR2 read by the model only
-            // after the doorbell or its next scan.
+            // Entry before index (spec §5).
             kernel::sync::barrier::mb(kernel::sync::barrier::Write);
-            r.w32(inner.cmdq.reg(regs::Q_PROD), inner.prod)?;
+            r.w32(cmdq.reg(regs::Q_PROD), inner.prod)?;
             r.doorbell(regs::DB_CMD)?;
         }
         let cons = inner.cons;
-        let cmdcq = &inner.cmdcq;
         let waited = poll_until(self.regs, CMD_TIMEOUT_MS, |r| {
             if r.r32(regs::REG_DEV_STATUS)? & regs::DEV_STATUS_FATAL != 0 {
                 return Err(EIO);
@@ -257,13 +258,17 @@ impl Commands<'_> {
         });
         if let Err(e) = waited {
             inner.broken = true;
-            pr_err!("NIC did not complete command {} ({:?}); commands disabled\n", opcode, e);
+            pr_err!(
+                "NIC did not complete command {} ({:?}); commands disabled\n",
+                opcode,
+                e
+            );
             return Err(EIO);
         }
         kernel::sync::barrier::dma_mb(kernel::sync::barrier::Read);
-        let done = CmdCompletion::decode(&inner.cmdcq.read(cons)?);
+        let done = CmdCompletion::decode(&cmdcq.read(cons)?);
         inner.cons = cons.wrapping_add(1);
-        self.regs.get()?.w32(inner.cmdcq.reg(regs::Q_CONS), inner.cons)?;
+        self.regs.get()?.w32(cmdcq.reg(regs::Q_CONS), inner.cons)?;
         if done.cookie != cookie || done.opcode != opcode {
             inner.broken = true;
             pr_err!(

@@ -10,9 +10,10 @@
 //! MSI-X vectors, then one net_device per port.
 //!
 //! Teardown ([`ZeroNicDevice`]'s `Drop`) runs in the reverse order: files lose
-//! the NIC, interrupts are freed, the net_devices are unregistered (each port
-//! stops its queues), and a final reset makes sure the NIC does no DMA into
-//! memory that is about to be unmapped or freed.
+//! the NIC, a reset stops all of its DMA, then interrupts are freed, the
+//! net_devices unregistered (each port frees its rings) and the command rings
+//! freed, all while the device is still bound: no DMA memory or mapping may
+//! outlive the binding (DMA-API debugging reports it).
 
 use core::pin::Pin;
 
@@ -103,7 +104,12 @@ fn read_identity(pdev: &pci::Device<Core<'_>>, r: &Regs<'_>) -> Result<Identity>
         return Err(ENODEV);
     }
     if id.ports == 0 || id.ports > regs::MAX_PORTS {
-        dev_err!(pdev, "ZeroNIC reports {} ports (1..={} valid)\n", id.ports, regs::MAX_PORTS);
+        dev_err!(
+            pdev,
+            "ZeroNIC reports {} ports (1..={} valid)\n",
+            id.ports,
+            regs::MAX_PORTS
+        );
         return Err(EINVAL);
     }
     if id.max_mtu < kernel::net::dev::ETH_MIN_MTU || id.max_mtu > regs::MAX_MTU {
@@ -120,7 +126,9 @@ fn reset(nic: &NicRegs) -> Result {
         r.w32(regs::REG_DEV_CTRL, regs::DEV_CTRL_RESET)?;
         r.doorbell(regs::DB_CMD)?;
     }
-    poll_until(nic, RESET_TIMEOUT_MS, |r| Ok(r.r32(regs::REG_DEV_CTRL)? == 0))
+    poll_until(nic, RESET_TIMEOUT_MS, |r| {
+        Ok(r.r32(regs::REG_DEV_CTRL)? == 0)
+    })
 }
 
 /// One bound NIC.
@@ -195,7 +203,10 @@ impl<'bound> ZeroNicDevice<'bound> {
         {
             let r = nic.get()?;
             for v in 0..regs::MAX_VECTORS {
-                r.w32(regs::vec_block(v) + regs::VEC_MASK, u32::from(v != regs::VEC_ASYNC))?;
+                r.w32(
+                    regs::vec_block(v) + regs::VEC_MASK,
+                    u32::from(v != regs::VEC_ASYNC),
+                )?;
             }
             r.w32(regs::REG_DEV_CTRL, regs::DEV_CTRL_ENABLE)?;
             r.doorbell(regs::DB_CMD)?;
@@ -213,9 +224,17 @@ impl<'bound> ZeroNicDevice<'bound> {
             ports: KVec::new(),
             slots: Some(slots.clone()),
         };
-        this.request_irq(bpdev, regs::VEC_ASYNC, c"zeronic-async", Vector::Async(events))?;
+        this.request_irq(
+            bpdev,
+            regs::VEC_ASYNC,
+            c"zeronic-async",
+            Vector::Async(events),
+        )?;
         for p in 0..identity.ports {
-            for (v, name) in [(regs::vec_rx(p), c"zeronic-rx"), (regs::vec_tx(p), c"zeronic-tx")] {
+            for (v, name) in [
+                (regs::vec_rx(p), c"zeronic-rx"),
+                (regs::vec_tx(p), c"zeronic-tx"),
+            ] {
                 let handler = Vector::Port {
                     regs: nic.clone(),
                     ports: slots.clone(),
@@ -233,7 +252,11 @@ impl<'bound> ZeroNicDevice<'bound> {
             b.set_dev_port(p as u16);
             b.set_random_mac_addr();
             let max_mtu = identity.max_mtu;
-            b.set_mtu(regs::DEFAULT_MTU.min(max_mtu), kernel::net::dev::ETH_MIN_MTU, max_mtu)?;
+            b.set_mtu(
+                regs::DEFAULT_MTU.min(max_mtu),
+                kernel::net::dev::ETH_MIN_MTU,
+                max_mtu,
+            )?;
             let features = Features::HW_CSUM | Features::RXCSUM;
             b.set_features(features, features);
             b.set_parent(bpdev.as_ref());
@@ -277,7 +300,14 @@ impl<'bound> ZeroNicDevice<'bound> {
         // SAFETY: The registration is stored in `self.irqs` and dropped, never
         // forgotten, in `Drop` or when `self` is dropped on a probe error.
         let reg = KBox::pin_init(
-            unsafe { irq::Registration::new(request, irq::Flags::TRIGGER_NONE, name, Ok::<_, Error>(handler)) },
+            unsafe {
+                irq::Registration::new(
+                    request,
+                    irq::Flags::TRIGGER_NONE,
+                    name,
+                    Ok::<_, Error>(handler),
+                )
+            },
             GFP_KERNEL,
         )?;
         self.irqs.push(reg, GFP_KERNEL)?;
@@ -315,18 +345,31 @@ impl Drop for ZeroNicDevice<'_> {
     fn drop(&mut self) {
         // Files first: no command may start on a NIC that is going away.
         self.control.shut_down();
-        // No handler runs after this; they drop their net_device references.
+        // Stop every DMA (memory regions included: reset empties the MR
+        // Table) before any ring is freed and before devres unmaps registered
+        // pages. Ports still up see their queues disabled from here on.
+        if let Err(e) = reset(&self.regs) {
+            if e != ENODEV {
+                dev_err!(
+                    self.pdev,
+                    "NIC did not reset at unbind: {:?}
+",
+                    e
+                );
+            }
+        }
+        // No handler runs after this; they drop their net_device references
+        // and the event ring.
         self.irqs.clear();
         drop(self.slots.take());
         // Unregistering stops each open port (ndo_stop) and frees its rings.
         self.ports.clear();
-        // Stop every DMA (memory regions included: reset empties the MR
-        // Table) before devres unmaps registered pages and frees rings.
-        if let Err(e) = reset(&self.regs) {
-            if e != ENODEV {
-                dev_err!(self.pdev, "NIC did not reset at unbind: {:?}\n", e);
-            }
-        }
-        dev_info!(self.pdev, "ZeroNIC with {} port(s) unbound\n", self.control.identity.ports);
+        // Files may keep the control object; its rings go now, while bound.
+        self.control.free_rings();
+        dev_info!(
+            self.pdev,
+            "ZeroNIC with {} port(s) unbound\n",
+            self.control.identity.ports
+        );
     }
 }

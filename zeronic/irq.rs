@@ -30,11 +30,7 @@ use kernel::{
 };
 
 use crate::{
-    hw::{
-        desc::Event,
-        regs,
-        status,
-    },
+    hw::{desc::Event, regs, status},
     nic_regs::NicRegs,
     port::Port,
     ring::Ring,

@@ -78,7 +78,12 @@ fn check(len: u64, addr: u64, access: u32) -> Result {
 impl Mr {
     /// Registers `len` bytes at user address `addr` of the current process on
     /// `control`'s NIC. Errors as documented in `uapi/linux/zeronic.h`.
-    pub(crate) fn register(control: Arc<Control>, addr: u64, len: u64, access: u32) -> Result<Self> {
+    pub(crate) fn register(
+        control: Arc<Control>,
+        addr: u64,
+        len: u64,
+        access: u32,
+    ) -> Result<Self> {
         check(len, addr, access)?;
         let uaddr = usize::try_from(addr).map_err(|_| EFAULT)?;
         let ulen = usize::try_from(len).map_err(|_| E2BIG)?;
@@ -122,7 +127,11 @@ impl Mr {
                 status::ST_OK => Ok((done.result, mapped, npages)),
                 status::ST_NO_SPACE => Err(ENOSPC),
                 st => {
-                    pr_err!("NIC refused a registration of {} pages: status {}\n", npages, st);
+                    pr_err!(
+                        "NIC refused a registration of {} pages: status {}\n",
+                        npages,
+                        st
+                    );
                     Err(EIO)
                 }
             }
@@ -157,7 +166,11 @@ impl Mr {
             match done.status {
                 status::ST_OK => Ok(()),
                 st => {
-                    pr_err!("NIC refused to invalidate key {:#x}: status {}\n", self.key, st);
+                    pr_err!(
+                        "NIC refused to invalidate key {:#x}: status {}\n",
+                        self.key,
+                        st
+                    );
                     Err(EIO)
                 }
             }

@@ -26,8 +26,8 @@ use kernel::{
     pci,
     prelude::*,
     sync::{
-        atomic::Relaxed,
         aref::ARef,
+        atomic::Relaxed,
         Arc, //
     },
 };
@@ -102,8 +102,14 @@ impl Port {
             let b = self.block();
             r.w32(b + regs::PORT_CTRL, 0)?;
             r.w32(b + regs::PORT_MTU, mtu)?;
-            r.w32(b + regs::PORT_MAC_LO, u32::from_le_bytes([mac[0], mac[1], mac[2], mac[3]]))?;
-            r.w32(b + regs::PORT_MAC_HI, u32::from_le_bytes([mac[4], mac[5], 0, 0]))?;
+            r.w32(
+                b + regs::PORT_MAC_LO,
+                u32::from_le_bytes([mac[0], mac[1], mac[2], mac[3]]),
+            )?;
+            r.w32(
+                b + regs::PORT_MAC_HI,
+                u32::from_le_bytes([mac[4], mac[5], 0, 0]),
+            )?;
             r.w32(b + regs::PORT_COALESCE_BYTES, regs::DEFAULT_COALESCE_BYTES)?;
             r.w32(b + regs::PORT_CTRL, regs::PORT_CTRL_ENABLE)?;
             r.doorbell(regs::DB_CMD)?;
@@ -116,7 +122,12 @@ impl Port {
             .and_then(|()| rx.rxcq.enable(&self.regs))
             .and_then(|()| rx.fill(&self.regs.get()?));
         if let Err(e) = enabled {
-            dev_err!(self.pdev.as_ref(), "port {}: bring-up failed: {:?}\n", self.index, e);
+            dev_err!(
+                self.pdev.as_ref(),
+                "port {}: bring-up failed: {:?}\n",
+                self.index,
+                e
+            );
             self.quiesce(&tx, &rx);
             return Err(e);
         }
@@ -169,7 +180,12 @@ impl Port {
         }
         if let Err(e) = res {
             if e != ENODEV {
-                dev_warn!(self.pdev.as_ref(), "port {}: queues did not stop: {:?}\n", self.index, e);
+                dev_warn!(
+                    self.pdev.as_ref(),
+                    "port {}: queues did not stop: {:?}\n",
+                    self.index,
+                    e
+                );
             }
         }
     }

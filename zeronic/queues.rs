@@ -69,8 +69,7 @@ use crate::{
             TXF_CSUM_PARTIAL,
             TX_OP_PLAIN, //
         },
-        regs,
-        status,
+        regs, status,
     },
     nic_regs::{
         NicRegs,
@@ -342,7 +341,10 @@ impl Queues {
             let slot = tx.done as usize & (tx.bufs.len() - 1);
             if c.status == status::ST_OK {
                 bump(&self.stats.tx_packets, 1);
-                bump(&self.stats.tx_bytes, u64::from(tx.lens.get(slot).copied().unwrap_or(0)));
+                bump(
+                    &self.stats.tx_bytes,
+                    u64::from(tx.lens.get(slot).copied().unwrap_or(0)),
+                );
             } else {
                 bump(&self.stats.tx_errors, 1);
             }

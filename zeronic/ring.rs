@@ -123,7 +123,11 @@ impl<const E: usize> Ring<E> {
             let st = r.r32(self.reg(regs::Q_STATUS))?;
             if st & regs::Q_STATUS_ERROR != 0 {
                 let err = r.r32(self.reg(regs::Q_ERROR))?;
-                pr_err!("queue at {:#x} refused by the NIC (status {})\n", self.block, err);
+                pr_err!(
+                    "queue at {:#x} refused by the NIC (status {})\n",
+                    self.block,
+                    err
+                );
                 return Err(EIO);
             }
             Ok(st & regs::Q_STATUS_ENABLED != 0)
@@ -138,7 +142,9 @@ impl<const E: usize> Ring<E> {
             r.w32(self.reg(regs::Q_CTRL), 0)?;
             r.doorbell(regs::DB_CMD)?;
         }
-        poll_until(nic, QUEUE_TIMEOUT_MS, |r| Ok(r.r32(self.reg(regs::Q_STATUS))? == 0))
+        poll_until(nic, QUEUE_TIMEOUT_MS, |r| {
+            Ok(r.r32(self.reg(regs::Q_STATUS))? == 0)
+        })
     }
 }
 

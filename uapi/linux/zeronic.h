@@ -9,9 +9,8 @@
  *    with EINVAL so they can gain meaning later. Output-only fields
  *    (including zeronic_query's reserved ones) are ignored on input.
  *  - Unknown ioctl numbers fail with ENOTTY.
- *  - Compatible additions bump ZERONIC_UAPI_VERSION's minor number only by
- *    adding new ioctls or using reserved fields; incompatible changes are not
- *    made.
+ *  - Compatible additions (new ioctls, meaning given to reserved fields)
+ *    bump ZERONIC_UAPI_VERSION; incompatible changes are not made.
  *
  * docs/uapi.md explains each call, its errors and the lifetime of the objects
  * it creates.
@@ -59,9 +58,9 @@ struct zeronic_query {
 	__u32 num_ports;	/* out: 1 or 2 */
 	__u32 max_mtu;		/* out: largest MTU a port accepts */
 	__u32 mr_capacity;	/* out: MR Table entries of the NIC */
-	__u32 mr_in_use;	/* out: MR Table entries in use (all files) */
+	__u32 mr_in_use;	/* out: MR Table entries in use (all files; per NIC, from 0 at bind) */
 	__u64 mr_max_bytes;	/* out: largest region one registration may cover */
-	__u64 pinned_pages;	/* out: pages pinned by registrations (all files) */
+	__u64 pinned_pages;	/* out: pages pinned by registrations (all files; per NIC, from 0 at bind) */
 	__u32 flow_capacity;	/* out: Flow Table entries */
 	__u32 ms_per_flow;	/* out: receive segments per flow */
 	struct zeronic_port_info ports[ZERONIC_MAX_PORTS];	/* out */
