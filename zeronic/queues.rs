@@ -11,9 +11,10 @@
 //! NIC exists for.
 //!
 //! Locking: `tx` is taken by `start_xmit` (BH disabled) and by the poller
-//! (softirq); `rx` only by the poller. Process context (open, stop, MTU change)
-//! takes them only while the queue is stopped and NAPI is disabled, so a
-//! softirq on the same CPU can never spin on a lock held below it.
+//! (softirq); `rx` by the poller; both by process context (open, stop, MTU
+//! change) to install and remove the rings. The locks disable interrupts
+//! (`SpinLockIrq`; 7.3 has no BH-only variant), so no context can interrupt a
+//! holder on its own CPU and spin on the lock.
 
 use kernel::{
     device::{
@@ -41,7 +42,7 @@ use kernel::{
             SkBuff, //
         },
     },
-    new_spinlock,
+    new_spinlock_irq,
     prelude::*,
     sync::{
         atomic::{
@@ -53,7 +54,7 @@ use kernel::{
             Read, //
         },
         Arc,
-        SpinLock, //
+        SpinLockIrq, //
     },
 };
 
@@ -278,9 +279,9 @@ pub(crate) struct Queues {
     port: u32,
     regs: Arc<NicRegs>,
     #[pin]
-    pub(crate) tx: SpinLock<Option<TxRing>>,
+    pub(crate) tx: SpinLockIrq<Option<TxRing>>,
     #[pin]
-    pub(crate) rx: SpinLock<Option<RxRing>>,
+    pub(crate) rx: SpinLockIrq<Option<RxRing>>,
     pub(crate) stats: Stats,
 }
 
@@ -289,8 +290,8 @@ impl Queues {
         pin_init!(Self {
             port,
             regs,
-            tx <- new_spinlock!(None, "zeronic::tx"),
-            rx <- new_spinlock!(None, "zeronic::rx"),
+            tx <- new_spinlock_irq!(None, "zeronic::tx"),
+            rx <- new_spinlock_irq!(None, "zeronic::rx"),
             stats: Stats::new(),
         })
     }
