@@ -12,9 +12,10 @@
 //!
 //! Locking: `tx` is taken by `start_xmit` (BH disabled) and by the poller
 //! (softirq); `rx` by the poller; both by process context (open, stop, MTU
-//! change) to install and remove the rings. The locks disable interrupts
-//! (`SpinLockIrq`; 7.3 has no BH-only variant), so no context can interrupt a
-//! holder on its own CPU and spin on the lock.
+//! change) to install and remove the rings. They are `SpinLockBh` (patch
+//! 0010): no softirq can interrupt a holder on its CPU and spin on the lock,
+//! and the stack may be called with them held (GRO delivery, which can
+//! transmit: lock order `rx` -> `tx`).
 
 use kernel::{
     device::{
@@ -42,7 +43,7 @@ use kernel::{
             SkBuff, //
         },
     },
-    new_spinlock_irq,
+    new_spinlock_bh,
     prelude::*,
     sync::{
         atomic::{
@@ -54,7 +55,7 @@ use kernel::{
             Read, //
         },
         Arc,
-        SpinLockIrq, //
+        SpinLockBh, //
     },
 };
 
@@ -279,9 +280,9 @@ pub(crate) struct Queues {
     port: u32,
     regs: Arc<NicRegs>,
     #[pin]
-    pub(crate) tx: SpinLockIrq<Option<TxRing>>,
+    pub(crate) tx: SpinLockBh<Option<TxRing>>,
     #[pin]
-    pub(crate) rx: SpinLockIrq<Option<RxRing>>,
+    pub(crate) rx: SpinLockBh<Option<RxRing>>,
     pub(crate) stats: Stats,
 }
 
@@ -290,8 +291,8 @@ impl Queues {
         pin_init!(Self {
             port,
             regs,
-            tx <- new_spinlock_irq!(None, "zeronic::tx"),
-            rx <- new_spinlock_irq!(None, "zeronic::rx"),
+            tx <- new_spinlock_bh!(None, "zeronic::tx"),
+            rx <- new_spinlock_bh!(None, "zeronic::rx"),
             stats: Stats::new(),
         })
     }
@@ -323,6 +324,7 @@ impl Queues {
         if tx.free() == 0 {
             dev.stop_queue();
         }
+        drop(guard);
         skb.consume();
         NetdevTx::Ok
     }
