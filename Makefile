@@ -17,7 +17,7 @@ export PATH := $(HOME)/.cargo/bin:$(ZN_CACHE)/venv/bin:$(PATH)
 KDIR = $(shell scripts/kdir)
 
 .PHONY: all setup packages kernel module userspace selftests-build \
-	check demo bench-model clean help
+	check demo bench-model bench-net clean help
 
 all: setup
 
@@ -51,6 +51,10 @@ demo: setup
 
 bench-model: packages
 	cargo run --release -p zeronic-nic --bin bench-model
+
+# iperf3 over the ZeroNIC's two ports vs a veth pair, in one two-port guest.
+bench-net: setup
+	@scripts/bench-net
 
 clean:
 	-[ -f "$(ZN_CACHE)/kernel/current" ] && $(MAKE) -C "$(KDIR)" M="$(CURDIR)" clean

@@ -27,8 +27,10 @@ topo_start() {
 	local peer=$log_dir/peer opts_b cmd
 	mkdir -p "$peer"
 	opts_b=$(nic_qemu_opts b)
-	printf -v cmd '%q ' "$ZN_ROOT/qemu/guest/run-cmd" "$peer" "$kdir" "$load_module" "$ko" \
-		"$TOPO_GUEST_SETUP" / env ZN_GUEST=b bash -c "$PEER_CMD"
+	# ZN_GUEST and ZN_TOPOLOGY before run-cmd: the guest setup needs them too.
+	printf -v cmd '%q ' env ZN_TOPOLOGY="$topology" ZN_GUEST=b \
+		"$ZN_ROOT/qemu/guest/run-cmd" "$peer" "$kdir" "$load_module" "$ko" \
+		"$TOPO_GUEST_SETUP" / bash -c "$PEER_CMD"
 	guest_vng_args "$peer" 1 "$opts_b" "$cmd"
 	# Its own session, so topo_stop can end the whole vng/QEMU tree.
 	setsid vng "${vng_args[@]}" </dev/null >"$peer/output.log" 2>&1 &

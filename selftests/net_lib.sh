@@ -1,0 +1,135 @@
+# shellcheck shell=bash
+# Helpers of the network selftests (net_*.sh) and scripts/bench-net. Sourced
+# after lib.sh. The two ends of the link are sides a and b, described only by
+# ZN_NS_A/B, ZN_IF_A/B and ZN_ADDR_A/B (see qemu/guest/net-setup), so the
+# same tests run over the ZeroNIC ports or over a veth pair (zn_net_veth).
+
+# shellcheck source=qemu/guest/net-setup
+. "$ZN_ROOT/qemu/guest/net-setup"
+
+# Diagnostics printed even from inside zn_case, which captures its output.
+exec 3>&1
+zn_diag() { echo "# $*" >&3; }
+
+zn_side_ns()   { if [ "$1" = a ]; then echo "${ZN_NS_A:-}"; else echo "${ZN_NS_B:-}"; fi; }
+zn_side_if()   { if [ "$1" = a ]; then echo "${ZN_IF_A:-}"; else echo "${ZN_IF_B:-}"; fi; }
+zn_side_addr() { if [ "$1" = a ]; then echo "${ZN_ADDR_A:-}"; else echo "${ZN_ADDR_B:-}"; fi; }
+zn_other()     { if [ "$1" = a ]; then echo b; else echo a; fi; }
+
+# zn_in SIDE CMD...: runs CMD in that side's netns (here if it has none).
+# zn_pfx SIDE sets ZN_PFX to the same as a command prefix, for background
+# jobs whose $! must be the command itself (ip netns exec execs it).
+zn_pfx() {
+	local ns
+	ns=$(zn_side_ns "$1")
+	ZN_PFX=()
+	[ -z "$ns" ] || ZN_PFX=(ip netns exec "$ns")
+}
+zn_in() {
+	local ZN_PFX
+	zn_pfx "$1"
+	shift
+	"${ZN_PFX[@]}" "$@"
+}
+
+# Both sides exist in this guest.
+zn_net_ready() {
+	[ -n "${ZN_IF_A:-}" ] && [ -n "${ZN_IF_B:-}" ] &&
+		zn_in a ip link show dev "$ZN_IF_A" >/dev/null 2>&1 &&
+		zn_in b ip link show dev "$ZN_IF_B" >/dev/null 2>&1
+}
+
+# zn_net_start PLAN: KTAP header and plan once both sides are there. In a
+# NIC topology the ports are set up again if needed (a test before may have
+# reloaded the module); missing ports there are a failure, not a skip.
+zn_net_start() {
+	ktap_print_header
+	case "${ZN_TOPOLOGY:-}" in
+	two-port|two-guest)
+		if ! zn_net_ready; then
+			# Its warnings as KTAP diagnostics; not in a subshell: it exports.
+			local log
+			log=$(mktemp)
+			zn_net_setup 2>"$log"
+			sed 's/^/# /' "$log"
+			rm -f "$log"
+		fi
+		;;
+	esac
+	if zn_net_ready; then
+		ktap_print_msg "side a: ${ZN_IF_A} ${ZN_ADDR_A}${ZN_NS_A:+ netns $ZN_NS_A}, side b: ${ZN_IF_B} ${ZN_ADDR_B}${ZN_NS_B:+ netns $ZN_NS_B}"
+		ktap_set_plan "$1"
+		return
+	fi
+	case "${ZN_TOPOLOGY:-}" in
+	two-port)
+		ktap_set_plan 1
+		ktap_test_fail "the driver's net_devices are set up (ZN_IF_A='${ZN_IF_A:-}' ZN_IF_B='${ZN_IF_B:-}')"
+		ktap_finished
+		;;
+	*)
+		ktap_skip_all "needs both link ends in this guest (ZN_IF_A, ZN_IF_B; topology two-port or a veth pair)"
+		exit "$KSFT_SKIP"
+		;;
+	esac
+}
+
+# zn_mtu SIDE: the interface's MTU.
+zn_mtu() {
+	zn_in "$1" ip -j link show dev "$(zn_side_if "$1")" |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["mtu"])'
+}
+
+# zn_stats SIDE: "rx_packets rx_bytes tx_packets tx_bytes" of the interface.
+zn_stats() {
+	zn_in "$1" ip -j -s link show dev "$(zn_side_if "$1")" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)[0]["stats64"]
+print(s["rx"]["packets"], s["rx"]["bytes"], s["tx"]["packets"], s["tx"]["bytes"])'
+}
+
+# zn_wait_listen SIDE PORT: waits up to 10 s for a TCP listener.
+zn_wait_listen() {
+	local i
+	for i in $(seq 100); do
+		zn_in "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
+		sleep 0.1
+	done
+	echo "nothing listens on port $2 on side $1 after 10 s"
+	return 1
+}
+
+# zn_iperf FROM SECS STREAMS PORT: iperf3 from side FROM to the other side's
+# address; prints the received throughput in Gbit/s with 3 decimals, fails
+# (with iperf3's words) if the run errs or moves no data.
+zn_iperf() {
+	local from=$1 secs=$2 streams=$3 port=$4 to spid out rc=0 ZN_PFX
+	to=$(zn_other "$from")
+	# -1: the server serves this one test and exits.
+	zn_pfx "$to"
+	"${ZN_PFX[@]}" iperf3 -s -1 -B "$(zn_side_addr "$to")" -p "$port" >/dev/null 2>&1 &
+	spid=$!
+	if ! zn_wait_listen "$to" "$port"; then
+		kill "$spid" 2>/dev/null
+		wait "$spid" 2>/dev/null
+		return 1
+	fi
+	out=$(zn_in "$from" timeout $((secs + 60)) iperf3 -c "$(zn_side_addr "$to")" -p "$port" \
+		-t "$secs" -P "$streams" -J) || rc=$?
+	kill "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+	printf '%s' "$out" | python3 -c '
+import json, sys
+try:
+    r = json.load(sys.stdin)
+except ValueError:
+    sys.exit("iperf3 printed no JSON")
+if "error" in r:
+    sys.exit("iperf3: " + r["error"])
+recv = r["end"]["sum_received"]
+if recv["bytes"] <= 0 or recv["bits_per_second"] <= 0:
+    sys.exit("iperf3 moved no data: %r" % recv)
+print("%.3f" % (recv["bits_per_second"] / 1e9))
+' || return 1
+	[ "$rc" = 0 ] || { echo "iperf3 client exited with $rc"; return 1; }
+}
