@@ -43,6 +43,12 @@ use crate::{
     },
 };
 
+/// TX completion interrupt moderation: completions only free ring slots, so
+/// they can wait (an interrupt costs far more than a few microseconds here).
+const TX_ITR_USECS: u32 = 64;
+/// ... or until this many completions are pending.
+const TX_ITR_ENTRIES: u32 = 32;
+
 /// Private data of a port's net_device.
 #[pin_data]
 pub(crate) struct Port {
@@ -112,6 +118,9 @@ impl Port {
             )?;
             r.w32(b + regs::PORT_COALESCE_BYTES, regs::DEFAULT_COALESCE_BYTES)?;
             r.w32(b + regs::PORT_CTRL, regs::PORT_CTRL_ENABLE)?;
+            let tx_vec = regs::vec_block(regs::vec_tx(self.index));
+            r.w32(tx_vec + regs::VEC_ITR_USECS, TX_ITR_USECS)?;
+            r.w32(tx_vec + regs::VEC_ITR_ENTRIES, TX_ITR_ENTRIES)?;
             r.doorbell(regs::DB_CMD)?;
         }
         let enabled = tx
