@@ -200,3 +200,26 @@ impl Drop for Mr {
         }
     }
 }
+
+#[kernel::macros::kunit_tests(zeronic_mr_args)]
+mod tests {
+    use super::*;
+
+    const RW: u32 = uapi::ACCESS_LOCAL_READ | uapi::ACCESS_LOCAL_WRITE;
+
+    #[test]
+    fn valid_requests_pass() {
+        assert!(check(1, 0x1000, uapi::ACCESS_LOCAL_READ).is_ok());
+        assert!(check(MR_MAX_BYTES, 0x1000, RW).is_ok());
+        assert!(check(1, u64::MAX - 1, uapi::ACCESS_LOCAL_WRITE).is_ok());
+    }
+
+    #[test]
+    fn bad_requests_get_the_documented_errno() {
+        assert_eq!(check(0, 0x1000, RW), Err(EINVAL));
+        assert_eq!(check(2, u64::MAX, RW), Err(EINVAL));
+        assert_eq!(check(1, 0x1000, 0), Err(EINVAL));
+        assert_eq!(check(1, 0x1000, 1 << 2), Err(EINVAL));
+        assert_eq!(check(MR_MAX_BYTES + 1, 0x1000, RW), Err(E2BIG));
+    }
+}

@@ -448,3 +448,34 @@ impl NapiPoller for Queues {
         done
     }
 }
+
+#[kernel::macros::kunit_tests(zeronic_ring_geometry)]
+mod tests {
+    use super::*;
+
+    /// Every MTU the stack may set gets rings the NIC accepts, with buffers
+    /// that hold a whole frame.
+    #[test]
+    fn geometry_fits_every_mtu() {
+        let mut mtu = kernel::net::dev::ETH_MIN_MTU;
+        while mtu <= regs::MAX_MTU {
+            let (buf_len, slots) = ring_geometry(mtu);
+            assert!(buf_len >= mtu + ETH_HLEN);
+            assert_eq!(buf_len % 64, 0);
+            assert!(slots.is_power_of_two());
+            assert!((32..=256).contains(&slots));
+            assert!(slots <= regs::MAX_RING);
+            mtu += 97;
+        }
+    }
+
+    /// Rings stay near the 4 MiB target unless the slot count hits a bound.
+    #[test]
+    fn geometry_bounds_memory() {
+        assert_eq!(ring_geometry(1500), (1536, 256));
+        assert_eq!(ring_geometry(9000), (9024, 256));
+        let (buf_len, slots) = ring_geometry(regs::MAX_MTU);
+        assert_eq!(slots, 64);
+        assert!(buf_len * slots <= 2 * RING_BYTES + 64 * 32);
+    }
+}
