@@ -107,6 +107,7 @@ struct zeronic_mr_dereg {
  *           the kernel is out of memory
  *   ENOSPC  the NIC's MR Table is full
  *   EIO     the NIC did not complete the command (dead or fatal)
+ *   EAGAIN  no usable key after three tries (practically never; retry)
  * ZERONIC_IOC_MR_DEREG:
  *   ENOENT  no region with this key on this file (never registered,
  *           already deregistered, or registered through another file)
