@@ -254,6 +254,15 @@ impl NetDeviceOps for Port {
         }
     }
 
+    const ETHTOOL_STAT_NAMES: &'static [&'static CStr] = &crate::port_stats::NAMES;
+
+    fn ethtool_stats(_dev: &NetDevice, this: Pin<&Self>, values: &mut [u64]) {
+        // An unbound NIC leaves them zero.
+        if let Ok(r) = this.regs.get() {
+            let _ = crate::port_stats::read(&r, this.index, values);
+        }
+    }
+
     fn change_mtu(dev: &NetDevice, this: Pin<&Self>, new_mtu: u32) -> Result {
         if this.is_open() {
             // Buffers are sized for the MTU: rebuild the rings.

@@ -21,6 +21,7 @@ mod irq;
 mod mr;
 mod nic_regs;
 mod port;
+mod port_stats;
 mod queues;
 mod ring;
 mod uapi;
