@@ -144,7 +144,14 @@ impl Port {
         // The queue is stopped and NAPI disabled: nothing else holds these.
         *q.tx.lock() = Some(tx);
         *q.rx.lock() = Some(rx);
-        self.napi.enable()?;
+        if let Err(e) = self.napi.enable() {
+            let tx = q.tx.lock().take();
+            let rx = q.rx.lock().take();
+            if let (Some(tx), Some(rx)) = (&tx, &rx) {
+                self.quiesce(tx, rx);
+            }
+            return Err(e);
+        }
         let link = {
             let r = self.regs.get()?;
             q.mask_vectors(&r, false)?;
