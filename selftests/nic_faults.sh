@@ -174,6 +174,9 @@ fatal_logged() {
 	n=$(fatal_lines "$fmark")
 	zn_diag "$(zn_log_since "$fmark" | grep -E "$FATAL_RE")"
 	[ "$n" = 1 ] || { echo "$n fatal lines, want 1:"; zn_log_since "$fmark"; return 1; }
+	# The model's code and queue: ST_BAD_DESC (2), qid(0, QK_CMDQ) (0x8).
+	zn_log_since "$fmark" | grep -q 'NIC fatal error 2 (queue 0x8)' ||
+		{ echo "the fatal line does not name code 2, queue 0x8"; return 1; }
 }
 fx_case "fault fatal: the driver logs its fatal line, once, within 10 s" fatal_logged
 fx_case "fatal: both ports' carrier goes down" carrier_is 0
