@@ -82,8 +82,13 @@ fn fault(model: &Model, op: Fault, guest: Option<&str>) -> Result<String> {
     for g in targets {
         match op {
             Fault::Fatal => {
+                let mut d = lock(&model.guests[g].dev);
+                if d.frozen {
+                    // Frozen by another connection since the check above.
+                    bail!("guest {} is frozen: thaw it first", model.guests[g].name);
+                }
                 log::warn!("guest {}: fatal error injected", model.guests[g].name);
-                lock(&model.guests[g].dev).fail_cmdq();
+                d.fail_cmdq();
             }
             Fault::Freeze => model.set_frozen(g, true),
             Fault::Thaw => model.set_frozen(g, false),
