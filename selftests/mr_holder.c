@@ -2,7 +2,8 @@
 /*
  * Helper of selftests/mr_lifetime.sh: holds memory registrations on
  * /dev/zeronic NIC 0 while the script kills it, unloads the module or
- * unbinds the NIC, and reports what the ioctls return afterwards.
+ * unbinds the NIC, and reports what the ioctls return afterwards; and of
+ * selftests/nic_faults.sh (one registration with "reg").
  *
  *   mr_holder query
  *       print NIC 0's counters: "mr_in_use=N pinned_pages=N num_nics=N",
@@ -19,6 +20,9 @@
  *   mr_holder churn MIB
  *       register and deregister MIB MiB (and a smaller overlapping region)
  *       in a loop until killed; prints "ready" after the first success.
+ *   mr_holder reg MIB
+ *       register MIB MiB once and deregister it: "reg R" (R = 0 or the
+ *       errno name of MR_REG, e.g. EIO); exit 0 only if it registered.
  *
  * Every failure to set up prints "error: ..." and exits 1, so a script
  * waiting for "ready" never hangs.
@@ -200,6 +204,22 @@ static int cmd_churn(unsigned long mib)
 	}
 }
 
+static int cmd_reg(unsigned long mib)
+{
+	char *buf = map_mib(mib);
+	int fd = open_dev(), err, derr;
+	__u32 key = 0;
+
+	err = reg(fd, buf, mib * MiB, &key);
+	printf("reg %s\n", err_name(err));
+	if (err)
+		return 1;
+	derr = dereg(fd, key);
+	if (derr)
+		printf("error: MR_DEREG: %s\n", err_name(derr));
+	return derr ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -209,6 +229,8 @@ int main(int argc, char **argv)
 		return cmd_hold(strtoul(argv[2], NULL, 0), strtoul(argv[3], NULL, 0));
 	if (argc == 3 && !strcmp(argv[1], "churn"))
 		return cmd_churn(strtoul(argv[2], NULL, 0));
-	fprintf(stderr, "usage: %s query | hold MIB REGIONS | churn MIB\n", argv[0]);
+	if (argc == 3 && !strcmp(argv[1], "reg"))
+		return cmd_reg(strtoul(argv[2], NULL, 0));
+	fprintf(stderr, "usage: %s query | hold MIB REGIONS | churn MIB | reg MIB\n", argv[0]);
 	return 2;
 }

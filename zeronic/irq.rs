@@ -103,7 +103,8 @@ impl Events {
                 status::EV_QUEUE_ERROR => {
                     pr_err!("NIC refused queue {:#x}: status {}\n", ev.info, ev.detail);
                 }
-                status::EV_FATAL => self.fatal(ev.info, 0),
+                // `info` is the fatal code; the queue is in REG_FATAL_INFO.
+                status::EV_FATAL => self.fatal(ev.info, r.r32(regs::REG_FATAL_INFO)?),
                 _ => kernel::pr_warn_once!("unknown NIC event {}\n", ev.code),
             }
             cons = cons.wrapping_add(1);

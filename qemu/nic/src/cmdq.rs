@@ -20,8 +20,7 @@ impl Device {
             return;
         }
         let Some(n) = self.cmdq.pending(&self.bar) else {
-            let q = self.cmdq.qid;
-            self.set_fatal(ST_BAD_DESC, q);
+            self.fail_cmdq();
             return;
         };
         for _ in 0..n.min(CMD_BUDGET) {

@@ -1,7 +1,8 @@
 //! Control channel: a unix socket taking command lines
 //! (`wire loss=1 reorder=2 dup=1 delay=100us rate=10gbit`, `wire
-//! from=NAME:PORT loss=5`, `stats`, `help`) and answering each with text that
-//! starts with `ok` or `error:` and ends with a line holding only [`END`].
+//! from=NAME:PORT loss=5`, `fault fatal|freeze|thaw|status [guest=NAME]`,
+//! `stats`, `help`) and answering each with text that starts with `ok` or
+//! `error:` and ends with a line holding only [`END`].
 //!
 //! A connection may carry many commands: QEMU keeps one open for a guest's
 //! virtio-serial control port (qemu/topologies), so tests inside the guest
@@ -22,7 +23,82 @@ use crate::wire::Endpoint;
 /// where a multi-line reply ends.
 pub const END: &str = ".";
 
-const HELP: &str = "commands:\n  wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT] [delay=DUR] [rate=RATE]\n  stats\n  help\n";
+const HELP: &str = "commands:\n  wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT] [delay=DUR] [rate=RATE]\n  fault fatal|freeze|thaw|status [guest=NAME]   (no guest=: every guest)\n  stats\n  help\n";
+
+/// What a `fault` command does to a guest's device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Enter the fatal state as a broken command queue does (only a reset
+    /// clears it).
+    Fatal,
+    /// Stop serving the device: no scans, DMA or interrupts (a dead NIC).
+    Freeze,
+    /// Serve it again.
+    Thaw,
+    /// Only report the state.
+    Status,
+}
+
+/// Parses the words after `fault`: the action and the guest it applies to
+/// (None: every guest).
+pub fn parse_fault<'a>(
+    mut words: impl Iterator<Item = &'a str>,
+) -> Result<(Fault, Option<&'a str>)> {
+    let op = match words.next() {
+        Some("fatal") => Fault::Fatal,
+        Some("freeze") => Fault::Freeze,
+        Some("thaw") => Fault::Thaw,
+        Some("status") => Fault::Status,
+        Some(w) => bail!("unknown fault {w:?} (fatal, freeze, thaw, status)"),
+        None => bail!("fault fatal|freeze|thaw|status [guest=NAME]"),
+    };
+    let mut guest = None;
+    for w in words {
+        match w.strip_prefix("guest=") {
+            Some(g) if !g.is_empty() && guest.is_none() => guest = Some(g),
+            Some(_) => bail!("fault: one guest=NAME"),
+            None => bail!("fault: unknown argument {w:?}"),
+        }
+    }
+    Ok((op, guest))
+}
+
+/// Applies a fault to one guest or to all; the reply has one
+/// [`Model::fault_status`] line per guest concerned.
+fn fault(model: &Model, op: Fault, guest: Option<&str>) -> Result<String> {
+    let targets: Vec<usize> = match guest {
+        Some(name) => vec![model
+            .guest_index(name)
+            .with_context(|| format!("no guest {name:?}"))?],
+        None => (0..model.guests.len()).collect(),
+    };
+    if op == Fault::Fatal {
+        // Posting EV_FATAL is DMA, which a frozen device does not do.
+        if let Some(&g) = targets.iter().find(|&&g| lock(&model.guests[g].dev).frozen) {
+            bail!("guest {} is frozen: thaw it first", model.guests[g].name);
+        }
+    }
+    let mut s = String::from("ok\n");
+    for g in targets {
+        match op {
+            Fault::Fatal => {
+                let mut d = lock(&model.guests[g].dev);
+                if d.frozen {
+                    // Frozen by another connection since the check above.
+                    bail!("guest {} is frozen: thaw it first", model.guests[g].name);
+                }
+                log::warn!("guest {}: fatal error injected", model.guests[g].name);
+                d.fail_cmdq();
+            }
+            Fault::Freeze => model.set_frozen(g, true),
+            Fault::Thaw => model.set_frozen(g, false),
+            Fault::Status => {}
+        }
+        s.push_str(&model.fault_status(g));
+        s.push('\n');
+    }
+    Ok(s)
+}
 
 /// Executes one command line.
 pub fn execute(model: &Model, line: &str) -> Result<String> {
@@ -36,9 +112,7 @@ pub fn execute(model: &Model, line: &str) -> Result<String> {
                     Some(ep) => {
                         let (name, port) = ep.split_once(':').context("from=NAME:PORT")?;
                         let guest = model
-                            .guests
-                            .iter()
-                            .position(|g| g.name == name)
+                            .guest_index(name)
                             .with_context(|| format!("no guest {name:?}"))?;
                         let port = port.parse().context("port number")?;
                         from = Some(Endpoint { guest, port });
@@ -51,6 +125,10 @@ pub fn execute(model: &Model, line: &str) -> Result<String> {
             crate::wire::Impair::default().apply(&spec)?;
             lock(&model.wire).set(from, |c| c.apply(&spec))?;
             Ok(format!("ok\n{}", model.stats()))
+        }
+        Some("fault") => {
+            let (op, guest) = parse_fault(words)?;
+            fault(model, op, guest)
         }
         Some("stats") => Ok(format!("ok\n{}", model.stats())),
         Some("help") | None => Ok(format!("ok\n{HELP}")),
@@ -124,5 +202,81 @@ pub fn send(path: &Path, line: &str) -> Result<String> {
     match r.strip_suffix(&format!("{END}\n")) {
         Some(body) => Ok(body.to_owned()),
         None => bail!("reply not terminated by {END:?}: {r:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<(Fault, Option<&str>)> {
+        parse_fault(line.split_whitespace())
+    }
+
+    #[test]
+    fn fault_commands_parse() {
+        assert_eq!(parse("fatal").unwrap(), (Fault::Fatal, None));
+        assert_eq!(parse("fatal guest=b").unwrap(), (Fault::Fatal, Some("b")));
+        assert_eq!(parse("freeze guest=a").unwrap(), (Fault::Freeze, Some("a")));
+        assert_eq!(parse("thaw").unwrap(), (Fault::Thaw, None));
+        assert_eq!(parse("status guest=a").unwrap(), (Fault::Status, Some("a")));
+        for bad in [
+            "",
+            "melt",
+            "fatal guest=",
+            "fatal a",
+            "freeze guest=a guest=b",
+            "thaw loss=5",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    fn model(topo: crate::model::Topology, names: &[&str]) -> Model {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        Model::new(
+            topo,
+            &names,
+            |g| Ok(Arc::new(crate::mem::Bar2::memfd(&format!("ctl-test{g}"))?)),
+            crate::wire::Impair::default(),
+            1,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn fault_commands_execute() {
+        use crate::model::Topology;
+        let m = model(Topology::TwoGuest, &["a", "b"]);
+        let r = execute(&m, "fault freeze guest=b").unwrap();
+        assert_eq!(r.lines().count(), 2, "{r}");
+        assert!(r.starts_with("ok\nguest b: frozen=1 fatal=0 "), "{r}");
+        assert!(lock(&m.guests[1].dev).frozen);
+        assert!(!lock(&m.guests[0].dev).frozen);
+        // A frozen device cannot post EV_FATAL: refused, nothing changes.
+        let e = execute(&m, "fault fatal").unwrap_err().to_string();
+        assert!(e.contains("guest b is frozen"), "{e}");
+        assert!(!lock(&m.guests[0].dev).fatal());
+        let r = execute(&m, "fault thaw").unwrap();
+        assert!(
+            r.contains("guest a: frozen=0") && r.contains("guest b: frozen=0"),
+            "{r}"
+        );
+        let r = execute(&m, "fault fatal guest=a").unwrap();
+        assert!(
+            r.contains("guest a: frozen=0 fatal=1 fatal_code=2 fatal_info=0x8 "),
+            "{r}"
+        );
+        assert!(!lock(&m.guests[1].dev).fatal());
+        let r = execute(&m, "fault status").unwrap();
+        assert!(
+            r.contains("guest a: frozen=0 fatal=1") && r.contains("guest b: frozen=0 fatal=0"),
+            "{r}"
+        );
+        assert!(execute(&m, "fault freeze guest=c").is_err());
+        assert!(execute(&m, "fault").is_err());
+        assert!(execute(&m, "help")
+            .unwrap()
+            .contains("fault fatal|freeze|thaw|status"));
     }
 }

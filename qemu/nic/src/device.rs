@@ -91,6 +91,9 @@ pub struct Device {
     fatal: bool,
     /// A guest (QEMU) is connected.
     pub attached: bool,
+    /// Stopped by `fault freeze` (a dead NIC): no scans, DMA, interrupts or
+    /// counters until `fault thaw`. Survives resets and reconnections.
+    pub frozen: bool,
 }
 
 impl Device {
@@ -110,6 +113,7 @@ impl Device {
             vecs: Default::default(),
             fatal: false,
             attached: false,
+            frozen: false,
         };
         d.reset();
         d
@@ -206,6 +210,11 @@ impl Device {
         b.w32(REG_DEV_STATUS, st);
     }
 
+    /// True once the device is in the fatal state (until a reset).
+    pub fn fatal(&self) -> bool {
+        self.fatal
+    }
+
     /// True while the data path is enabled.
     pub fn enabled(&self) -> bool {
         !self.fatal && self.bar.r32(REG_DEV_CTRL) & DEV_CTRL_ENABLE != 0
@@ -255,6 +264,19 @@ impl Device {
             log::warn!("device fatal: code {code} info {info:#x}");
             self.event(EV_FATAL, 0, code as u32, info as u64);
         }
+    }
+
+    /// Breaks the command queue as an impossible producer index does (§4,
+    /// §11): the queue enters the error state (`ST_BAD_DESC`,
+    /// `EV_QUEUE_ERROR`) if it was served, and the device the fatal state
+    /// (`REG_FATAL_INFO` = its queue id, `EV_FATAL`). Only a reset recovers.
+    pub fn fail_cmdq(&mut self) {
+        let q = self.cmdq.qid;
+        if self.cmdq.on {
+            self.cmdq.fail(&self.bar, ST_BAD_DESC);
+            self.queue_refused(q, ST_BAD_DESC);
+        }
+        self.set_fatal(ST_BAD_DESC, q);
     }
 
     fn queue_refused(&mut self, q: u32, code: u16) {

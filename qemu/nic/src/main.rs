@@ -45,11 +45,17 @@ enum Cmd {
         seed: u64,
     },
     /// Send one command to a running model's control socket.
+    ///
+    /// Commands: `wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT]
+    /// [delay=DUR] [rate=RATE]`; `fault fatal|freeze|thaw|status
+    /// [guest=NAME]` (fatal: the device enters the fatal state as with a
+    /// broken command queue, until reset; freeze: it stops doing anything
+    /// until thaw; without guest=, every guest); `stats`; `help`.
     Ctl {
         /// Control socket.
         #[arg(long, default_value = "/tmp/zeronic/ctl.sock")]
         socket: PathBuf,
-        /// Command words, e.g. `wire loss=5` or `stats`.
+        /// Command words, e.g. `wire loss=5`, `fault freeze guest=a` or `stats`.
         #[arg(required = true, trailing_var_arg = true)]
         words: Vec<String>,
     },

@@ -48,6 +48,9 @@ pub struct Guest {
     pub name: String,
     /// The device (reset state while no guest is attached).
     pub dev: Mutex<Device>,
+    /// Held for a whole scan ([`Model::poll`]), so that freezing waits for
+    /// a scan in progress. Taken before `dev`.
+    scan: Mutex<()>,
 }
 
 /// The model.
@@ -84,6 +87,7 @@ impl Model {
             guests.push(Arc::new(Guest {
                 name,
                 dev: Mutex::new(dev),
+                scan: Mutex::new(()),
             }));
         }
         let wire = Wire::new(&topo.links(), impair, seed);
@@ -97,9 +101,13 @@ impl Model {
     /// Returns the next instant something is due (moderation, wire).
     pub fn poll(&self, g: usize, now: Instant) -> Option<Instant> {
         let guest = self.guests.get(g)?;
+        let _scan = lock(&guest.scan);
         let mut jobs: Vec<TxJob> = Vec::new();
         {
             let mut d = lock(&guest.dev);
+            if d.frozen {
+                return None; // a dead NIC: not even the heartbeat moves
+            }
             d.scan_control(now);
             d.scan_tx(&mut jobs);
         }
@@ -154,6 +162,48 @@ impl Model {
         self.pump_into(now, &mut touched);
         touched.iter_mut().for_each(|t| *t = true);
         self.flush(&touched, now)
+    }
+
+    /// Index of the guest called `name`.
+    pub fn guest_index(&self, name: &str) -> Option<usize> {
+        self.guests.iter().position(|g| g.name == name)
+    }
+
+    /// Stops (`fault freeze`) or resumes (`fault thaw`) serving guest `g`'s
+    /// device. A scan in progress completes first, so once this returns a
+    /// frozen device does no DMA and raises no interrupt. On thaw the next
+    /// scan acts on whatever the registers say (a pending reset included).
+    pub fn set_frozen(&self, g: usize, frozen: bool) {
+        let Some(guest) = self.guests.get(g) else {
+            return;
+        };
+        let _scan = lock(&guest.scan);
+        let mut d = lock(&guest.dev);
+        if d.frozen != frozen {
+            log::warn!(
+                "guest {}: device {} (fault injection)",
+                guest.name,
+                if frozen { "frozen" } else { "thawed" }
+            );
+        }
+        d.frozen = frozen;
+    }
+
+    /// One line on guest `g`'s fault state: `guest NAME: frozen=0|1
+    /// fatal=0|1 fatal_code=N fatal_info=0xN heartbeat=N`.
+    pub fn fault_status(&self, g: usize) -> String {
+        use zeronic_hw::regs::*;
+        let guest = &self.guests[g];
+        let d = lock(&guest.dev);
+        format!(
+            "guest {}: frozen={} fatal={} fatal_code={} fatal_info={:#x} heartbeat={}",
+            guest.name,
+            d.frozen as u8,
+            d.fatal() as u8,
+            d.bar.r32(REG_FATAL_CODE),
+            d.bar.r32(REG_FATAL_INFO),
+            d.bar.r32(REG_HEARTBEAT)
+        )
     }
 
     /// Human-readable per-port statistics (device and wire).

@@ -91,6 +91,15 @@ impl Ring {
         Sync::Enabled
     }
 
+    /// Puts a served queue into the error state (a protocol violation): it
+    /// stops until the driver clears its enable bit.
+    pub fn fail(&mut self, bar: &Bar2, code: u16) {
+        self.on = false;
+        self.failed = true;
+        bar.w32(self.reg + Q_ERROR, code as u32);
+        bar.w32(self.reg + Q_STATUS, Q_STATUS_ERROR);
+    }
+
     /// Guest-physical address of slot `i`.
     pub fn slot(&self, i: u32) -> u64 {
         self.base + (i & (self.size - 1)) as u64 * self.entry as u64

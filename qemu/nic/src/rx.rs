@@ -32,6 +32,9 @@ fn tcp_csum_ok(f: &Frame, t: &Tcp4) -> bool {
 impl Device {
     /// Receives one frame from the wire on port `p`.
     pub fn rx_frame(&mut self, p: u32, f: &mut Frame, now: Instant) {
+        if self.frozen {
+            return; // a dead NIC: not even counted
+        }
         let Some(port) = self.ports.get(p as usize) else {
             return;
         };
@@ -314,6 +317,9 @@ impl Device {
 
     /// End of a delivery batch: publish open entries, raise interrupts.
     pub fn rx_flush(&mut self, now: Instant) -> Option<Instant> {
+        if self.frozen {
+            return None; // nothing written, no interrupt until thawed
+        }
         for p in 0..self.nports {
             self.flush_open(p, now);
         }

@@ -223,11 +223,16 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
                 // Non-blocking eventfds: EAGAIN when this one did not fire.
                 let _ = nix::unistd::read(f.as_fd(), &mut b);
             }
-            lock(&model.guests[g].dev).gstat(GSTAT_DOORBELLS, rung as u64);
+            // A frozen device drops its doorbells unseen (the scan after
+            // the thaw finds the work they announced).
+            let d = lock(&model.guests[g].dev);
+            if !d.frozen {
+                d.gstat(GSTAT_DOORBELLS, rung as u64);
+            }
         }
         {
             let mut d = lock(&model.guests[g].dev);
-            if d.attached && d.mem.is_none() {
+            if d.attached && d.mem.is_none() && !d.frozen {
                 if let Some(m) = map_ram(&ram) {
                     log::info!(
                         "guest {}: RAM mapped ({} MiB)",

@@ -491,6 +491,8 @@ fn bad_queue_config_and_producer_index() {
     tb.step();
     assert_ne!(tb.drv[0].bar.r32(REG_DEV_STATUS) & DEV_STATUS_FATAL, 0);
     assert_eq!(tb.drv[0].bar.r32(REG_FATAL_CODE), ST_BAD_DESC as u32);
+    assert_eq!(tb.drv[0].bar.r32(REG_FATAL_INFO), qid(0, QK_CMDQ));
+    assert_eq!(tb.drv[0].bar.r32(REG_CMDQ + Q_STATUS), Q_STATUS_ERROR);
     tb.bring_up(0);
     assert_eq!(tb.drv[0].bar.r32(REG_DEV_STATUS) & DEV_STATUS_FATAL, 0);
 }

@@ -1,0 +1,236 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The driver survives the two NIC failures it must (topology two-port; see
+# docs/driver.md, "Bring-up and teardown"), injected through the model's
+# control socket (qemu/guest/zn-wire fault ...):
+#  - fatal (fault fatal: the NIC's command queue breaks): the driver logs its
+#    fatal line once, both ports lose carrier, ping fails, a registration
+#    fails with EIO at once; unbind + bind resets the NIC and everything
+#    works again;
+#  - dead NIC (fault freeze: the model stops serving the device): a
+#    registration fails with EIO after the driver's command timeout, ping
+#    fails, nothing hangs; fault thaw, unbind + bind, everything works again;
+# and nothing logs a kernel report.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+case "${ZN_TOPOLOGY:-}" in
+two-port) ;;
+*) ktap_print_header; ktap_skip_all "needs topology two-port (ZN_TOPOLOGY=${ZN_TOPOLOGY:-})"; exit "$KSFT_SKIP" ;;
+esac
+
+. "$(dirname "$0")/net_lib.sh"
+
+HOLDER=$ZN_ROOT/selftests/mr_holder
+ZN_WIRE=$ZN_ROOT/qemu/guest/zn-wire
+DRV=/sys/bus/pci/drivers/zeronic
+FATAL_RE='NIC fatal error .*data path stopped; rebind the device to reset it'
+# The driver's command timeout is 10 s (zeronic/control.rs).
+CMD_TIMEOUT_MIN=5 CMD_TIMEOUT_MAX=30
+
+zn_load
+zn_wait_path present /dev/zeronic || { ktap_print_header; ktap_exit_fail_msg "no /dev/zeronic"; }
+zn_net_start 15
+bdf=$(basename "$ZN_PCI")
+mark=$(zn_log_mark)
+tmp=$(mktemp -d)
+trap 'timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+
+# A KTAP case run in this shell (zn_case uses a subshell), so that what a
+# case sets up (zn_net_setup's variables, the log marks) carries on.
+fx_case() {
+	local desc=$1
+	shift
+	if "$@" >"$tmp/case.out" 2>&1; then
+		ktap_test_pass "$desc"
+	else
+		sed 's/^/# /' "$tmp/case.out"
+		ktap_test_fail "$desc"
+	fi
+}
+
+bound() { [ -e "$DRV/$bdf" ]; }
+now() { date +%s.%N; }
+# secs_since T0: elapsed seconds, 1 decimal.
+secs_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# wire CMD...: the model's reply, failing on an error or no reply.
+wire() {
+	local out
+	out=$(timeout 30 "$ZN_WIRE" "$@" 2>&1) || { echo "zn-wire $*: $out"; return 1; }
+	echo "$out"
+}
+
+# carrier_is V: both sides' carrier reads V within 10 s.
+carrier_is() {
+	local want=$1 s v i ok
+	for i in $(seq 100); do
+		ok=1
+		for s in a b; do
+			v=$(zn_in "$s" timeout 10 cat "/sys/class/net/$(zn_side_if "$s")/carrier" 2>&1)
+			[ "$v" = "$want" ] || ok=
+		done
+		[ -z "$ok" ] || return 0
+		sleep 0.1
+	done
+	for s in a b; do
+		echo "side $s ($(zn_side_if "$s")): carrier=$(zn_in "$s" timeout 10 cat "/sys/class/net/$(zn_side_if "$s")/carrier" 2>&1), want $want"
+		zn_in "$s" timeout 10 ip link show dev "$(zn_side_if "$s")"
+	done
+	return 1
+}
+
+# ping_ok FROM: 3 pings from side FROM to the other side, all answered.
+ping_ok() {
+	local to
+	to=$(zn_side_addr "$(zn_other "$1")")
+	zn_in "$1" timeout 30 ping -n -q -c 3 -i 0.2 -w 15 "$to" ||
+		{ echo "side $1: ping to $to failed"; return 1; }
+}
+pings_ok() { ping_ok a && ping_ok b; }
+
+# pings_fail: no ping gets an answer either way.
+pings_fail() {
+	local s to
+	for s in a b; do
+		to=$(zn_side_addr "$(zn_other "$s")")
+		if zn_in "$s" timeout 20 ping -n -q -c 3 -i 0.2 -w 4 "$to"; then
+			echo "side $s: ping to $to was answered"
+			return 1
+		fi
+	done
+}
+
+# reg_expect WANT MIN MAX: one registration of 1 MiB answers "reg WANT"
+# within MIN..MAX seconds.
+reg_expect() {
+	local want=$1 min=$2 max=$3 t0 out took
+	t0=$(now)
+	out=$(timeout $((max + 30)) "$HOLDER" reg 1 2>&1)
+	took=$(secs_since "$t0")
+	zn_diag "mr_holder reg 1: '$out' after ${took} s (want 'reg $want' in $min..$max s)"
+	[ "$out" = "reg $want" ] || { echo "mr_holder reg 1: '$out', want 'reg $want'"; return 1; }
+	awk -v t="$took" -v a="$min" -v b="$max" 'BEGIN { exit !(t >= a && t <= b) }' ||
+		{ echo "took $took s, want $min..$max s"; return 1; }
+}
+
+# fatal_lines M: the driver's fatal lines since log mark M.
+fatal_lines() { zn_log_since "$1" | grep -cE "$FATAL_RE"; }
+
+# sysfs_write SECS VALUE FILE: the write must finish within SECS seconds (it
+# runs in the background, so a hung unbind cannot hang the test).
+sysfs_write() {
+	local secs=$1 value=$2 file=$3 pid i
+	( echo "$value" >"$file" ) &
+	pid=$!
+	for i in $(seq $((secs * 10))); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" || { echo "writing $value to $file failed"; return 1; }
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "writing $value to $file did not finish within $secs s"
+	return 1
+}
+
+# rebind: unbind and bind the PCI function; the identity line appears again
+# and the new net_devices are set up as before (zn_net_setup, this shell).
+rebind() {
+	local m
+	m=$(zn_log_mark)
+	sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
+	! bound || { echo "$bdf still bound after unbind"; return 1; }
+	sysfs_write 60 "$bdf" "$DRV/bind" || return 1
+	bound || { echo "$bdf not bound after bind"; return 1; }
+	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 1\.[0-9]*: 2 port(s)" ||
+		{ echo "no identity line after bind:"; zn_log_since "$m" | tail -n 20; return 1; }
+	# shellcheck source=qemu/guest/net-setup
+	. "$ZN_ROOT/qemu/guest/net-setup"
+	zn_net_setup
+	zn_net_ready || { echo "zn_net_setup: ZN_IF_A='$ZN_IF_A' ZN_IF_B='$ZN_IF_B'"; return 1; }
+}
+
+# recovered: carrier, pings both ways and a registration after a rebind.
+recovered() {
+	carrier_is 1 && pings_ok && reg_expect 0 0 "$CMD_TIMEOUT_MAX"
+}
+
+# --- before -------------------------------------------------------------------
+fx_case "before: carrier up, pings both ways, a registration works" recovered
+
+# --- fatal --------------------------------------------------------------------
+fatal_logged() {
+	local out i n
+	fmark=$(zn_log_mark)
+	out=$(wire fault fatal) || { echo "$out"; return 1; }
+	zn_diag "model: $(grep 'guest ' <<<"$out")"
+	grep -q 'fatal=1 fatal_code=2 fatal_info=0x8 ' <<<"$out" || { echo "model: $out"; return 1; }
+	for i in $(seq 100); do
+		[ "$(fatal_lines "$fmark")" -ge 1 ] && break
+		sleep 0.1
+	done
+	sleep 1
+	n=$(fatal_lines "$fmark")
+	zn_diag "$(zn_log_since "$fmark" | grep -E "$FATAL_RE")"
+	[ "$n" = 1 ] || { echo "$n fatal lines, want 1:"; zn_log_since "$fmark"; return 1; }
+	# The model's code and queue: ST_BAD_DESC (2), qid(0, QK_CMDQ) (0x8).
+	zn_log_since "$fmark" | grep -q 'NIC fatal error 2 (queue 0x8)' ||
+		{ echo "the fatal line does not name code 2, queue 0x8"; return 1; }
+}
+fx_case "fault fatal: the driver logs its fatal line, once, within 10 s" fatal_logged
+fx_case "fatal: both ports' carrier goes down" carrier_is 0
+fx_case "fatal: pings fail both ways" pings_fail
+fatal_reg() {
+	reg_expect EIO 0 5 || return 1
+	# And again, now that the driver has disabled commands.
+	reg_expect EIO 0 5 || return 1
+	local n
+	n=$(fatal_lines "$fmark")
+	[ "$n" = 1 ] || { echo "$n fatal lines after the registrations, want 1"; return 1; }
+}
+fx_case "fatal: a registration fails with EIO within 5 s (twice), still one fatal line" fatal_reg
+fx_case "fatal: unbind + bind, the identity line again, zn_net_setup" rebind
+fx_case "after fatal: carrier up, pings both ways, a registration works" recovered
+
+# --- dead NIC -----------------------------------------------------------------
+frozen() {
+	local out
+	out=$(wire fault freeze) || { echo "$out"; return 1; }
+	zn_diag "model: $(grep 'guest ' <<<"$out")"
+	grep -q 'frozen=1' <<<"$out" || { echo "model: $out"; return 1; }
+}
+fx_case "fault freeze: the model stops serving the NIC" frozen
+dead_reg() {
+	local m
+	m=$(zn_log_mark)
+	reg_expect EIO "$CMD_TIMEOUT_MIN" "$CMD_TIMEOUT_MAX" || return 1
+	zn_log_since "$m" | grep -q 'NIC did not complete command .*commands disabled' ||
+		{ echo "no 'did not complete command' line:"; zn_log_since "$m"; return 1; }
+}
+fx_case "frozen: a registration fails with EIO after the command timeout ($CMD_TIMEOUT_MIN..$CMD_TIMEOUT_MAX s)" dead_reg
+fx_case "frozen: the next registration fails with EIO at once" reg_expect EIO 0 5
+fx_case "frozen: pings fail both ways" pings_fail
+thawed() {
+	local out
+	out=$(wire fault thaw) || { echo "$out"; return 1; }
+	grep -q 'frozen=0' <<<"$out" || { echo "model: $out"; return 1; }
+	rebind
+}
+fx_case "fault thaw: unbind + bind, the identity line again, zn_net_setup" thawed
+fx_case "after the dead NIC: carrier up, pings both ways, a registration works" recovered
+
+# --- the state the next test finds, and the log ----------------------------------
+clean_state() {
+	local out
+	out=$(wire fault status) || { echo "$out"; return 1; }
+	grep -q 'frozen=0 fatal=0 ' <<<"$out" || { echo "model: $out"; return 1; }
+	[ "$(fatal_lines "$mark")" = 1 ] || { echo "$(fatal_lines "$mark") fatal lines in the whole test, want 1"; return 1; }
+}
+fx_case "the NIC is neither frozen nor fatal; one fatal line in the whole test" clean_state
+no_reports() {
+	! zn_log_since "$mark" | grep -E 'WARNING:|BUG:|Oops|Call Trace:|lockdep|INFO: possible|inconsistent lock|KFENCE|UBSAN|kmemleak|DMA-API|panicked at'
+}
+fx_case "no kernel reports since the test started" no_reports
+
+ktap_finished
