@@ -22,6 +22,11 @@ use kernel::{
         Bound,
         Device, //
     },
+    dma::{
+        pages::MappedPages,
+        Coherent, //
+    },
+    mm::pin::PinnedPages,
     new_mutex, pci,
     prelude::*,
     sync::{
@@ -132,10 +137,36 @@ struct Inner {
     /// The command and completion rings; freed at unbind (DMA memory must
     /// not outlive the binding, and files may keep this object longer).
     rings: Option<(Ring<64>, Ring<16>)>,
+    /// Memory the NIC may still access because a command touching it was
+    /// posted but never completed (or an invalidation never confirmed):
+    /// kept until unbind has reset the NIC, then released.
+    orphans: KVec<Orphan>,
     /// Next free-running command index (= `Q_PROD` of the command queue).
     prod: u32,
     /// Next completion to consume (= `Q_CONS` of the completion queue).
     cons: u32,
+}
+
+/// DMA memory held back from release until the NIC is reset (see
+/// `Inner::orphans`).
+pub(crate) enum Orphan {
+    /// A page list handed to the NIC with `CMD_MR_REG`.
+    PageList(#[expect(dead_code)] Coherent<[u64]>),
+    /// The pages of a region whose registration or invalidation did not
+    /// complete.
+    Region(#[expect(dead_code)] MappedPages<PinnedPages>),
+}
+
+/// Adds `orphan` to `orphans`; leaks it (logged) if the list cannot grow,
+/// since `push` would drop, i.e. release, it.
+fn hold(orphans: &mut KVec<Orphan>, orphan: Orphan) {
+    if orphans.reserve(1, GFP_KERNEL).is_err() {
+        pr_err!("out of memory holding back DMA memory of a failed command; leaking it\n");
+        core::mem::forget(orphan);
+        return;
+    }
+    // Cannot fail: room was reserved.
+    let _ = orphans.push(orphan, GFP_KERNEL);
 }
 
 /// Command issuing rights, handed out by [`Control::with_bound`].
@@ -169,6 +200,7 @@ impl Control {
                     alive: true,
                     broken: false,
                     rings: Some((cmdq, cmdcq)),
+                    orphans: KVec::new(),
                     prod: 0,
                     cons: 0,
                 }),
@@ -190,10 +222,29 @@ impl Control {
         self.inner.lock().alive = false;
     }
 
-    /// Frees the command rings. Called at unbind once the NIC has been reset.
-    pub(crate) fn free_rings(&self) {
-        let rings = self.inner.lock().rings.take();
+    /// Frees the command rings and the orphaned memory. Called at unbind once
+    /// the NIC has been reset, so nothing of it can be accessed any more.
+    pub(crate) fn release_dma(&self) {
+        let (rings, orphans) = {
+            let mut inner = self.inner.lock();
+            (inner.rings.take(), core::mem::take(&mut inner.orphans))
+        };
         drop(rings);
+        drop(orphans);
+    }
+
+    /// Keeps `orphan` until the NIC is reset at unbind. Only if memory for
+    /// the list itself runs out is it leaked instead (logged): released
+    /// memory a device may still write is worse than a leak.
+    pub(crate) fn adopt(&self, orphan: Orphan) {
+        let mut inner = self.inner.lock();
+        if !inner.alive {
+            // Unbound: the NIC was reset, nothing can reach the memory.
+            drop(inner);
+            drop(orphan);
+            return;
+        }
+        hold(&mut inner.orphans, orphan);
     }
 
     /// Runs `f` with the bound device and the right to issue commands.
@@ -226,6 +277,11 @@ impl Control {
 }
 
 impl Commands<'_> {
+    /// Keeps `orphan` until the NIC is reset at unbind (see [`Control::adopt`]).
+    pub(crate) fn orphan(&mut self, orphan: Orphan) {
+        hold(&mut self.inner.orphans, orphan);
+    }
+
     /// Executes one 64-byte command and returns its completion.
     ///
     /// The cookie is filled in here. A completion whose status is not `ST_OK`

@@ -364,8 +364,9 @@ impl Drop for ZeroNicDevice<'_> {
         drop(self.slots.take());
         // Unregistering stops each open port (ndo_stop) and frees its rings.
         self.ports.clear();
-        // Files may keep the control object; its rings go now, while bound.
-        self.control.free_rings();
+        // Files may keep the control object; its rings (and memory held back
+        // from failed commands) go now, while bound and after the reset.
+        self.control.release_dma();
         dev_info!(
             self.pdev,
             "ZeroNIC with {} port(s) unbound\n",

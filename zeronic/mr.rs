@@ -8,7 +8,8 @@
 //! An [`Mr`] belongs to one open file. Dropping it invalidates the entry on
 //! the NIC first (`CMD_MR_INVAL` completes only once the NIC can no longer
 //! DMA to the region), then unmaps and unpins the pages. If the NIC cannot
-//! confirm the invalidation the pages stay pinned (leaked, with a log line):
+//! confirm the invalidation (or a registration never completes), the pages
+//! stay pinned and mapped until unbind has reset the NIC (`Control::adopt`):
 //! handing memory back that a device may still write would be worse.
 
 use kernel::{
@@ -33,7 +34,10 @@ use kernel::{
 };
 
 use crate::{
-    control::Control,
+    control::{
+        Control,
+        Orphan, //
+    },
     hw::{
         cmd::{
             CmdMrInval,
@@ -122,7 +126,16 @@ impl Mr {
                 page_list: list.dma_address(),
                 ..Default::default()
             };
-            let done = cmds.exec(cmd.encode())?;
+            let done = match cmds.exec(cmd.encode()) {
+                Ok(done) => done,
+                Err(e) => {
+                    // Posted but not completed: the NIC may still read the
+                    // list and register the pages; keep both until reset.
+                    cmds.orphan(Orphan::PageList(list));
+                    cmds.orphan(Orphan::Region(mapped));
+                    return Err(e);
+                }
+            };
             match done.status {
                 status::ST_OK => Ok((done.result, mapped, npages)),
                 status::ST_NO_SPACE => Err(ENOSPC),
@@ -190,13 +203,13 @@ impl Drop for Mr {
             self.control.pinned_pages.fetch_sub(self.npages, Relaxed);
             // Unmaps, then unpins and uncharges the pages.
             drop(mapped);
-        } else {
+        } else if let Some(mapped) = mapped {
             pr_err!(
-                "key {:#x}: NIC did not confirm invalidation; leaving {} pages pinned\n",
+                "key {:#x}: NIC did not confirm invalidation; {} pages stay pinned until it is reset\n",
                 self.key,
                 self.npages
             );
-            core::mem::forget(mapped);
+            self.control.adopt(Orphan::Region(mapped));
         }
     }
 }
