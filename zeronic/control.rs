@@ -218,7 +218,15 @@ impl Control {
     /// Withdraws the NIC: removes it from [`NICS`] and marks it dead, waiting
     /// for a command in progress. Called at unbind, before the NIC is reset.
     pub(crate) fn shut_down(self: &Arc<Self>) {
-        NICS.lock().retain(|c| !Arc::ptr_eq(c, self));
+        {
+            let mut nics = NICS.lock();
+            nics.retain(|c| !Arc::ptr_eq(c, self));
+            if nics.is_empty() {
+                // The registry is a static, never dropped: give its buffer
+                // back now, or unloading the module would leak it.
+                *nics = KVec::new();
+            }
+        }
         self.inner.lock().alive = false;
     }
 
