@@ -261,6 +261,9 @@ impl<'bound> ZeroNicDevice<'bound> {
             b.set_features(features, features);
             b.set_parent(bpdev.as_ref());
             b.data().napi.add(&b)?;
+            // No link until the port opens and the NIC says so; starting
+            // from "off" makes that first carrier_on() move operstate to UP.
+            b.carrier_off();
             let reg = Arc::new(b.register()?, GFP_KERNEL)?;
             // CAST: u32 -> usize; `p < MAX_PORTS`.
             let snap = &control.ports[p as usize];
