@@ -36,6 +36,33 @@ zn_wait_path() {
 zn_log_mark() { dmesg | wc -l; }
 zn_log_since() { dmesg | tail -n +"$(( $1 + 1 ))"; }
 
+# Kernel reports no test may cause: what qemu/run scans every guest log for,
+# plus the debug facilities' own prefixes. Only meaningful on lines after a
+# mark: boot prints harmless "DMA-API:" and "kmemleak:" lines.
+ZN_REPORT_RE='WARNING:|BUG:|kernel BUG|Oops|Kernel panic|general protection fault|Call Trace:|lockdep|INFO: (possible|inconsistent|trying to register|suspicious)|inconsistent lock|KFENCE|UBSAN|kmemleak|unreferenced object|DMA-API|panicked at'
+
+# zn_no_reports MARK: succeeds if the kernel logged no report since
+# zn_log_mark returned MARK; prints the reports otherwise.
+zn_no_reports() { ! zn_log_since "$1" | grep -E "$ZN_REPORT_RE"; }
+
+# zn_sysfs_write SECS VALUE FILE: writes VALUE to FILE in the background and
+# fails unless the write finishes, successfully, within SECS seconds (so a
+# hung unbind cannot hang the test).
+zn_sysfs_write() {
+	local secs=$1 value=$2 file=$3 pid _
+	( echo "$value" >"$file" ) &
+	pid=$!
+	for _ in $(seq $((secs * 10))); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" || { echo "writing $value to $file failed"; return 1; }
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "writing $value to $file did not finish within $secs s"
+	return 1
+}
+
 # Runs one check as a KTAP test case: zn_case "description" command args...
 zn_case() {
 	local desc=$1; shift
@@ -46,4 +73,20 @@ zn_case() {
 		[ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/# /'
 		ktap_test_fail "$desc"
 	fi
+}
+
+# zn_case_here "description" command args...: as zn_case, but the command
+# runs in this shell, not in a subshell, so what it sets or exports (e.g.
+# zn_net_setup's ZN_* variables, a holder's pid) stays for later cases.
+zn_case_here() {
+	local desc=$1 out
+	shift
+	out=$(mktemp) || return 1
+	if "$@" >"$out" 2>&1; then
+		ktap_test_pass "$desc"
+	else
+		sed 's/^/# /' "$out"
+		ktap_test_fail "$desc"
+	fi
+	rm -f "$out"
 }

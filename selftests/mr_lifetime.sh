@@ -32,19 +32,6 @@ bdf=$(basename "$ZN_PCI")
 mark=$(zn_log_mark)
 tmp=$(mktemp -d)
 
-# Runs one check as a KTAP case in this shell (not a subshell like zn_case),
-# so that the holder coprocess and its variables carry from case to case.
-mr_case() {
-	local desc=$1
-	shift
-	if "$@" >"$tmp/case.out" 2>&1; then
-		ktap_test_pass "$desc"
-	else
-		sed 's/^/# /' "$tmp/case.out"
-		ktap_test_fail "$desc"
-	fi
-}
-
 bound() { [ -e "$DRV/$bdf" ]; }
 
 # NIC 0's counters through a fresh file.
@@ -152,22 +139,6 @@ holder_stop() {
 	holder_kill
 }
 
-# sysfs_write SECS VALUE FILE: the write must finish within SECS seconds.
-sysfs_write() {
-	local secs=$1 value=$2 file=$3 pid i
-	( echo "$value" >"$file" ) &
-	pid=$!
-	for i in $(seq $((secs * 10))); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			wait "$pid" || { echo "writing $value to $file failed"; return 1; }
-			return 0
-		fi
-		sleep 0.1
-	done
-	echo "writing $value to $file did not finish within $secs s"
-	return 1
-}
-
 trap 'holder_kill; rm -rf "$tmp"' EXIT
 
 # --- baselines ----------------------------------------------------------------
@@ -180,7 +151,7 @@ baseline() {
 	[ "$base_pages" = 0 ] && [ "$base_mrs" = 0 ] ||
 		{ echo "NIC 0 starts with $base_mrs regions, $base_pages pages pinned"; return 1; }
 }
-mr_case "NIC 0 starts with no registrations" baseline
+zn_case_here "NIC 0 starts with no registrations" baseline
 
 # --- SIGKILL ------------------------------------------------------------------
 kill_holder_releases() {
@@ -195,7 +166,7 @@ kill_holder_releases() {
 	[ "$(mr_in_use)" = "$base_mrs" ] || { echo "mr_in_use=$(mr_in_use) after the kill"; return 1; }
 	pins_settle -eq "$base_pins"
 }
-mr_case "kill -9 of a holder of 64 MiB in 8 regions releases every pin" kill_holder_releases
+zn_case_here "kill -9 of a holder of 64 MiB in 8 regions releases every pin" kill_holder_releases
 
 kill_churn_releases() {
 	local round
@@ -207,17 +178,17 @@ kill_churn_releases() {
 		pins_settle -eq "$base_pins" || return 1
 	done
 }
-mr_case "kill -9 in the middle of registering releases every pin (3 rounds)" kill_churn_releases
+zn_case_here "kill -9 in the middle of registering releases every pin (3 rounds)" kill_churn_releases
 
 # --- unbind under a holder ---------------------------------------------------
 unbind_completes() {
 	holder_start hold 16 4 || return 1
-	sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
+	zn_sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
 	! bound || { echo "$bdf still bound"; return 1; }
 	# The held file outlives the binding.
 	kill -0 "$HPID" 2>/dev/null || { echo "the holder died"; return 1; }
 }
-mr_case "unbind completes while a holder has registrations" unbind_completes
+zn_case_here "unbind completes while a holder has registrations" unbind_completes
 
 needs_nic_after_unbind() {
 	holder_cmd query || return 1
@@ -227,7 +198,7 @@ needs_nic_after_unbind() {
 	"$HOLDER" query >"$tmp/q" 2>&1 && { echo "QUERY on a new file: $(cat "$tmp/q")"; return 1; }
 	[ "$(cat "$tmp/q")" = ENODEV ] || { echo "QUERY on a new file: '$(cat "$tmp/q")', want ENODEV"; return 1; }
 }
-mr_case "after unbind, QUERY and MR_REG fail with ENODEV" needs_nic_after_unbind
+zn_case_here "after unbind, QUERY and MR_REG fail with ENODEV" needs_nic_after_unbind
 
 # docs/uapi.md: MR_DEREG does not need the NIC; after unbind it still
 # releases the file's region (unpins, uncharges) and returns 0.
@@ -239,7 +210,7 @@ dereg_after_unbind() {
 	[ "$reply" = "dereg ENOENT ENOENT ENOENT ENOENT" ] ||
 		{ echo "second MR_DEREG: '$reply', want 4 x ENOENT"; return 1; }
 }
-mr_case "after unbind, MR_DEREG releases the region (0), then ENOENT" dereg_after_unbind
+zn_case_here "after unbind, MR_DEREG releases the region (0), then ENOENT" dereg_after_unbind
 
 close_after_unbind() {
 	holder_cmd close || return 1
@@ -247,22 +218,22 @@ close_after_unbind() {
 	holder_stop
 	pins_settle -eq "$base_pins"
 }
-mr_case "closing the holder after unbind leaves nothing pinned" close_after_unbind
+zn_case_here "closing the holder after unbind leaves nothing pinned" close_after_unbind
 
 # Regions still registered at unbind are released when the file closes.
 close_releases_after_unbind() {
-	bound || sysfs_write 60 "$bdf" "$DRV/bind" || return 1
+	bound || zn_sysfs_write 60 "$bdf" "$DRV/bind" || return 1
 	bound || { echo "$bdf not bound after bind"; return 1; }
 	holder_start hold 16 4 || return 1
 	pins_settle -ge $((base_pins + $(ready_pages))) || return 1
-	sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
+	zn_sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
 	holder_kill
 	pins_settle -eq "$base_pins"
 }
-mr_case "a holder killed after unbind, without MR_DEREG, leaves nothing pinned" close_releases_after_unbind
+zn_case_here "a holder killed after unbind, without MR_DEREG, leaves nothing pinned" close_releases_after_unbind
 
 rebind() {
-	bound || sysfs_write 60 "$bdf" "$DRV/bind" || return 1
+	bound || zn_sysfs_write 60 "$bdf" "$DRV/bind" || return 1
 	bound || { echo "$bdf not bound after bind"; return 1; }
 	[ "$(pinned_pages)" = "$base_pages" ] && [ "$(mr_in_use)" = "$base_mrs" ] ||
 		{ echo "after rebind: $("$HOLDER" query)"; return 1; }
@@ -271,7 +242,7 @@ rebind() {
 	holder_stop
 	pinned_is "$base_pages"
 }
-mr_case "the NIC binds again, with no registrations, and registers" rebind
+zn_case_here "the NIC binds again, with no registrations, and registers" rebind
 
 # --- module unload under a holder ----------------------------------------------
 rmmod_busy() {
@@ -287,7 +258,7 @@ rmmod_busy() {
 	zn_loaded || { echo "the module is gone"; return 1; }
 	[ "$(pinned_pages)" -gt "$base_pages" ] || { echo "the holder's regions are gone"; return 1; }
 }
-mr_case "rmmod fails while a holder has regions registered" rmmod_busy
+zn_case_here "rmmod fails while a holder has regions registered" rmmod_busy
 
 rmmod_after_kill() {
 	holder_kill
@@ -295,7 +266,7 @@ rmmod_after_kill() {
 	zn_wait_path absent /dev/zeronic || { echo "/dev/zeronic still present"; return 1; }
 	pins_settle -eq "$base_pins"
 }
-mr_case "after killing the holder, rmmod succeeds and nothing stays pinned" rmmod_after_kill
+zn_case_here "after killing the holder, rmmod succeeds and nothing stays pinned" rmmod_after_kill
 
 reload() {
 	local m
@@ -310,11 +281,8 @@ reload() {
 	holder_stop
 	pinned_is "$base_pages"
 }
-mr_case "reload: the NIC binds again, logs its identity and registers" reload
+zn_case_here "reload: the NIC binds again, logs its identity and registers" reload
 
-no_reports() {
-	! zn_log_since "$mark" | grep -E 'WARNING:|BUG:|Oops|Call Trace:|lockdep|KFENCE|UBSAN|kmemleak|DMA-API'
-}
-mr_case "no kernel reports since the test started" no_reports
+zn_case_here "no kernel reports since the test started" zn_no_reports "$mark"
 
 ktap_finished

@@ -33,21 +33,7 @@ zn_wait_path present /dev/zeronic || { ktap_print_header; ktap_exit_fail_msg "no
 zn_net_start 15
 bdf=$(basename "$ZN_PCI")
 mark=$(zn_log_mark)
-tmp=$(mktemp -d)
-trap 'timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1; rm -rf "$tmp"' EXIT
-
-# A KTAP case run in this shell (zn_case uses a subshell), so that what a
-# case sets up (zn_net_setup's variables, the log marks) carries on.
-fx_case() {
-	local desc=$1
-	shift
-	if "$@" >"$tmp/case.out" 2>&1; then
-		ktap_test_pass "$desc"
-	else
-		sed 's/^/# /' "$tmp/case.out"
-		ktap_test_fail "$desc"
-	fi
-}
+trap 'timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1' EXIT
 
 bound() { [ -e "$DRV/$bdf" ]; }
 now() { date +%s.%N; }
@@ -117,31 +103,14 @@ reg_expect() {
 # fatal_lines M: the driver's fatal lines since log mark M.
 fatal_lines() { zn_log_since "$1" | grep -cE "$FATAL_RE"; }
 
-# sysfs_write SECS VALUE FILE: the write must finish within SECS seconds (it
-# runs in the background, so a hung unbind cannot hang the test).
-sysfs_write() {
-	local secs=$1 value=$2 file=$3 pid i
-	( echo "$value" >"$file" ) &
-	pid=$!
-	for i in $(seq $((secs * 10))); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			wait "$pid" || { echo "writing $value to $file failed"; return 1; }
-			return 0
-		fi
-		sleep 0.1
-	done
-	echo "writing $value to $file did not finish within $secs s"
-	return 1
-}
-
 # rebind: unbind and bind the PCI function; the identity line appears again
 # and the new net_devices are set up as before (zn_net_setup, this shell).
 rebind() {
 	local m
 	m=$(zn_log_mark)
-	sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
+	zn_sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
 	! bound || { echo "$bdf still bound after unbind"; return 1; }
-	sysfs_write 60 "$bdf" "$DRV/bind" || return 1
+	zn_sysfs_write 60 "$bdf" "$DRV/bind" || return 1
 	bound || { echo "$bdf not bound after bind"; return 1; }
 	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 1\.[0-9]*: 2 port(s)" ||
 		{ echo "no identity line after bind:"; zn_log_since "$m" | tail -n 20; return 1; }
@@ -157,7 +126,7 @@ recovered() {
 }
 
 # --- before -------------------------------------------------------------------
-fx_case "before: carrier up, pings both ways, a registration works" recovered
+zn_case_here "before: carrier up, pings both ways, a registration works" recovered
 
 # --- fatal --------------------------------------------------------------------
 fatal_logged() {
@@ -178,9 +147,9 @@ fatal_logged() {
 	zn_log_since "$fmark" | grep -q 'NIC fatal error 2 (queue 0x8)' ||
 		{ echo "the fatal line does not name code 2, queue 0x8"; return 1; }
 }
-fx_case "fault fatal: the driver logs its fatal line, once, within 10 s" fatal_logged
-fx_case "fatal: both ports' carrier goes down" carrier_is 0
-fx_case "fatal: pings fail both ways" pings_fail
+zn_case_here "fault fatal: the driver logs its fatal line, once, within 10 s" fatal_logged
+zn_case_here "fatal: both ports' carrier goes down" carrier_is 0
+zn_case_here "fatal: pings fail both ways" pings_fail
 fatal_reg() {
 	reg_expect EIO 0 5 || return 1
 	# And again, now that the driver has disabled commands.
@@ -189,9 +158,9 @@ fatal_reg() {
 	n=$(fatal_lines "$fmark")
 	[ "$n" = 1 ] || { echo "$n fatal lines after the registrations, want 1"; return 1; }
 }
-fx_case "fatal: a registration fails with EIO within 5 s (twice), still one fatal line" fatal_reg
-fx_case "fatal: unbind + bind, the identity line again, zn_net_setup" rebind
-fx_case "after fatal: carrier up, pings both ways, a registration works" recovered
+zn_case_here "fatal: a registration fails with EIO within 5 s (twice), still one fatal line" fatal_reg
+zn_case_here "fatal: unbind + bind, the identity line again, zn_net_setup" rebind
+zn_case_here "after fatal: carrier up, pings both ways, a registration works" recovered
 
 # --- dead NIC -----------------------------------------------------------------
 frozen() {
@@ -200,7 +169,7 @@ frozen() {
 	zn_diag "model: $(grep 'guest ' <<<"$out")"
 	grep -q 'frozen=1' <<<"$out" || { echo "model: $out"; return 1; }
 }
-fx_case "fault freeze: the model stops serving the NIC" frozen
+zn_case_here "fault freeze: the model stops serving the NIC" frozen
 dead_reg() {
 	local m
 	m=$(zn_log_mark)
@@ -208,17 +177,17 @@ dead_reg() {
 	zn_log_since "$m" | grep -q 'NIC did not complete command .*commands disabled' ||
 		{ echo "no 'did not complete command' line:"; zn_log_since "$m"; return 1; }
 }
-fx_case "frozen: a registration fails with EIO after the command timeout ($CMD_TIMEOUT_MIN..$CMD_TIMEOUT_MAX s)" dead_reg
-fx_case "frozen: the next registration fails with EIO at once" reg_expect EIO 0 5
-fx_case "frozen: pings fail both ways" pings_fail
+zn_case_here "frozen: a registration fails with EIO after the command timeout ($CMD_TIMEOUT_MIN..$CMD_TIMEOUT_MAX s)" dead_reg
+zn_case_here "frozen: the next registration fails with EIO at once" reg_expect EIO 0 5
+zn_case_here "frozen: pings fail both ways" pings_fail
 thawed() {
 	local out
 	out=$(wire fault thaw) || { echo "$out"; return 1; }
 	grep -q 'frozen=0' <<<"$out" || { echo "model: $out"; return 1; }
 	rebind
 }
-fx_case "fault thaw: unbind + bind, the identity line again, zn_net_setup" thawed
-fx_case "after the dead NIC: carrier up, pings both ways, a registration works" recovered
+zn_case_here "fault thaw: unbind + bind, the identity line again, zn_net_setup" thawed
+zn_case_here "after the dead NIC: carrier up, pings both ways, a registration works" recovered
 
 # --- the state the next test finds, and the log ----------------------------------
 clean_state() {
@@ -227,10 +196,7 @@ clean_state() {
 	grep -q 'frozen=0 fatal=0 ' <<<"$out" || { echo "model: $out"; return 1; }
 	[ "$(fatal_lines "$mark")" = 1 ] || { echo "$(fatal_lines "$mark") fatal lines in the whole test, want 1"; return 1; }
 }
-fx_case "the NIC is neither frozen nor fatal; one fatal line in the whole test" clean_state
-no_reports() {
-	! zn_log_since "$mark" | grep -E 'WARNING:|BUG:|Oops|Call Trace:|lockdep|INFO: possible|inconsistent lock|KFENCE|UBSAN|kmemleak|DMA-API|panicked at'
-}
-fx_case "no kernel reports since the test started" no_reports
+zn_case_here "the NIC is neither frozen nor fatal; one fatal line in the whole test" clean_state
+zn_case_here "no kernel reports since the test started" zn_no_reports "$mark"
 
 ktap_finished
