@@ -40,12 +40,20 @@ zn_kernel_key() {
 }
 
 # Where the kernel tree used for module builds lives. KSRC (a user's own 7.3
-# tree, already configured and built) wins over the cache.
+# tree, already configured and built) wins over the cache. Otherwise it is the
+# cached build whose key matches this checkout's patches and config, so two
+# checkouts with different patch series (worktrees) never use each other's
+# kernel; `current` only records the most recent build.
 zn_kdir() {
 	if [ -n "${KSRC:-}" ]; then
 		printf '%s\n' "$KSRC"
 		return
 	fi
-	[ -f "$ZN_CACHE/kernel/current" ] || die "no kernel built yet; run 'make setup'"
-	cat "$ZN_CACHE/kernel/current"
+	local srcver key
+	[ -f "$ZN_CACHE/kernel/srcver" ] || die "no kernel built yet; run 'make setup'"
+	srcver=$(cat "$ZN_CACHE/kernel/srcver")
+	key=$(zn_kernel_key "$srcver")
+	[ -f "$ZN_CACHE/kernel/$key/built" ] ||
+		die "no kernel built for this checkout's patches (cache key $key); run 'make setup'"
+	printf '%s\n' "$ZN_CACHE/kernel/$key/linux"
 }
