@@ -10,7 +10,9 @@
  *    (including zeronic_query's reserved ones) are ignored on input.
  *  - Unknown ioctl numbers fail with ENOTTY.
  *  - Compatible additions (new ioctls, meaning given to reserved fields)
- *    bump ZERONIC_UAPI_VERSION; incompatible changes are not made.
+ *    bump ZERONIC_UAPI_VERSION; incompatible changes are not made: a call
+ *    whose struct changes gets a new number and the old one is retired
+ *    (ENOTTY), never reused.
  *
  * docs/uapi.md explains each call, its errors and the lifetime of the objects
  * it creates.
@@ -22,7 +24,7 @@
 #include <linux/types.h>
 
 /* ABI version implemented by the driver; shown in /proc/<pid>/fdinfo. */
-#define ZERONIC_UAPI_VERSION 1
+#define ZERONIC_UAPI_VERSION 2
 
 /* Path of the control device. Mode 0666: limits are per user, not per file. */
 #define ZERONIC_DEVICE_PATH "/dev/zeronic"
@@ -64,7 +66,12 @@ struct zeronic_query {
 	__u32 flow_capacity;	/* out: Flow Table entries */
 	__u32 ms_per_flow;	/* out: receive segments per flow */
 	struct zeronic_port_info ports[ZERONIC_MAX_PORTS];	/* out */
-	__u64 reserved[4];	/* out: zero */
+	/* since version 2: the calling user's share of this NIC */
+	__u32 mr_user_max;	/* out: MR Table entries one user may hold */
+	__u32 mr_user_in_use;	/* out: entries the calling user holds (all files) */
+	__u64 user_locked_pages;	/* out: pages charged to the calling user's locked_vm (all NICs, io_uring and AF_XDP included) */
+	__u64 held_pages;	/* out: pages of commands the NIC never completed, pinned until it is reset (in pinned_pages) */
+	__u64 reserved[1];	/* out: zero */
 };
 
 /* ZERONIC_IOC_MR_REG: register [addr, addr + length) of the caller's memory. */
@@ -77,23 +84,24 @@ struct zeronic_mr_reg {
 	__u64 length;		/* in: bytes, 1 .. mr_max_bytes */
 	__u32 nic;		/* in: NIC index */
 	__u32 access;		/* in: nonzero set of ZERONIC_ACCESS_* */
-	__u32 key;		/* out: the region's key, nonzero */
-	__u32 reserved;		/* in: zero */
+	__u64 key;		/* out: the region's key, nonzero, never repeated on the NIC */
 };
 
 /* ZERONIC_IOC_MR_DEREG: invalidate and release a region of this file. */
 struct zeronic_mr_dereg {
-	__u32 key;		/* in: key from ZERONIC_IOC_MR_REG on this file */
+	__u64 key;		/* in: key from ZERONIC_IOC_MR_REG on this file */
+	__u32 nic;		/* in: the NIC the region was registered on */
 	__u32 reserved;		/* in: zero */
 };
 
 #define ZERONIC_IOC_QUERY	_IOWR(ZERONIC_IOCTL_TYPE, 0x00, struct zeronic_query)
-#define ZERONIC_IOC_MR_REG	_IOWR(ZERONIC_IOCTL_TYPE, 0x01, struct zeronic_mr_reg)
-#define ZERONIC_IOC_MR_DEREG	_IOW(ZERONIC_IOCTL_TYPE, 0x02, struct zeronic_mr_dereg)
+/* 0x01 and 0x02 were MR_REG and MR_DEREG with 32-bit keys (version 1): retired. */
+#define ZERONIC_IOC_MR_REG	_IOWR(ZERONIC_IOCTL_TYPE, 0x03, struct zeronic_mr_reg)
+#define ZERONIC_IOC_MR_DEREG	_IOW(ZERONIC_IOCTL_TYPE, 0x04, struct zeronic_mr_dereg)
 
 /*
  * Errors (errno), common to all calls:
- *   ENOTTY  unknown ioctl number
+ *   ENOTTY  unknown ioctl number (including the retired 0x01 and 0x02)
  *   EFAULT  the argument pointer is not readable/writable
  *   EINVAL  an input reserved field is not zero
  *   ENODEV  no NIC with this index, or it was unbound (regions created
@@ -103,14 +111,20 @@ struct zeronic_mr_dereg {
  *   E2BIG   length above mr_max_bytes
  *   EFAULT  part of the range is not mapped, or is read-only while
  *           ZERONIC_ACCESS_LOCAL_WRITE was asked
- *   ENOMEM  RLIMIT_MEMLOCK would be exceeded (without CAP_IPC_LOCK), or
- *           the kernel is out of memory
- *   ENOSPC  the NIC's MR Table is full
- *   EIO     the NIC did not complete the command (dead or fatal)
- *   EAGAIN  no usable key after three tries (practically never; retry)
+ *   ENOMEM  the pages would take the calling user's locked_vm over
+ *           RLIMIT_MEMLOCK (without CAP_IPC_LOCK), or out of memory
+ *   ENOSPC  the NIC's MR Table is full, or the calling user already holds
+ *           mr_user_max of its entries (without CAP_SYS_RESOURCE)
+ *   EIO     the NIC did not complete the command (dead or fatal). Nothing
+ *           was created; if the command reached the NIC, its pages stay
+ *           pinned and charged until the NIC is reset (query.held_pages)
  * ZERONIC_IOC_MR_DEREG:
- *   ENOENT  no region with this key on this file (never registered,
- *           already deregistered, or registered through another file)
+ *   ENOENT  no region with this key and NIC on this file (never
+ *           registered, already deregistered, or registered through
+ *           another file)
+ *   EIO     the NIC did not confirm the invalidation (dead or fatal): the
+ *           region is gone from the file, but its pages stay pinned and
+ *           charged until the NIC is reset (query.held_pages)
  *   (MR_DEREG needs no NIC: after an unbind it still releases the region
  *   and returns 0.)
  *
@@ -118,6 +132,10 @@ struct zeronic_mr_dereg {
  * last reference to the file (close, exit, kill) deregisters every region
  * left: the NIC's MR entry is invalidated first, then the pages are
  * unmapped and unpinned. Keys are only meaningful through that file.
+ * Accounting: a region's pages are charged to the locked_vm of the user
+ * who registered it (as io_uring and AF_XDP do) and to the registering
+ * process's pinned_vm (VmPin), and uncharged from both when the pages are
+ * unpinned, whoever holds the file by then.
  */
 
 #endif /* _UAPI_LINUX_ZERONIC_H */
