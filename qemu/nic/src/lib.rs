@@ -8,6 +8,7 @@ pub mod device;
 pub mod flow;
 pub mod frame;
 pub mod irq;
+pub mod keygen;
 pub mod mem;
 pub mod model;
 pub mod mr;

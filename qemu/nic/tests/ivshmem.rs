@@ -181,7 +181,7 @@ fn qemu_protocol_doorbell_interrupt_and_reconnect() {
 
     // Control socket: run-time impairments and stats.
     let ctl = dir.join("ctl.sock");
-    zeronic_nic::ctl::start(model.clone(), &ctl).unwrap();
+    zeronic_nic::ctl::start(model.clone(), &ctl, zeronic_nic::ctl::Scope::All).unwrap();
     let r = zeronic_nic::ctl::send(&ctl, "wire loss=5 delay=100us rate=10gbit").unwrap();
     assert!(r.starts_with("ok"), "{r}");
     assert!(

@@ -180,7 +180,7 @@ impl Tb {
         self.drv[g].reap_cmd().expect("command completion")
     }
 
-    pub fn reg_mr(&mut self, g: usize, addr: u64, len: u64, access: u32) -> Result<u32, u16> {
+    pub fn reg_mr(&mut self, g: usize, addr: u64, len: u64, access: u32) -> Result<u64, u16> {
         let first_off = addr % 4096;
         let npages = (first_off + len).div_ceil(4096);
         let pages: Vec<u64> = (0..npages).map(|i| addr - first_off + i * 4096).collect();
@@ -194,7 +194,7 @@ impl Tb {
         first_off: u32,
         len: u64,
         access: u32,
-    ) -> Result<u32, u16> {
+    ) -> Result<u64, u16> {
         let d = &mut self.drv[g];
         let list = d.alloc(pages.len() as u64 * 8);
         let bytes: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
@@ -216,7 +216,7 @@ impl Tb {
         }
     }
 
-    pub fn inval_mr(&mut self, g: usize, key: u32) -> u16 {
+    pub fn inval_mr(&mut self, g: usize, key: u64) -> u16 {
         let c = CmdMrInval {
             opcode: CMD_MR_INVAL,
             key,
@@ -234,13 +234,13 @@ impl Tb {
         };
         let r = self.cmd(g, c.encode());
         if r.status == ST_OK {
-            Ok(r.result)
+            Ok(r.result as u32)
         } else {
             Err(r.status)
         }
     }
 
-    pub fn post(&mut self, g: usize, flow: u32, key: u32, off: u64, len: u32) -> CmdCompletion {
+    pub fn post(&mut self, g: usize, flow: u32, key: u64, off: u64, len: u32) -> CmdCompletion {
         let c = CmdMsPost {
             opcode: CMD_MS_POST,
             flow,
@@ -355,7 +355,7 @@ impl Drv {
         p: usize,
         hdr: &[u8],
         hdr_addr: u64,
-        key: u32,
+        key: u64,
         off: u64,
         len: u32,
         mss: u16,
