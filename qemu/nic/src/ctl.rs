@@ -229,6 +229,19 @@ pub fn handle(model: &Model, scope: Scope, s: &UnixStream) -> Result<()> {
     }
 }
 
+/// Answers a connection beyond [`MAX_CONNS`] with an error, without
+/// waiting for it: a command already sent is discarded (at most one
+/// line), so that closing does not reset the connection before the client
+/// read the answer.
+fn refuse(s: &UnixStream) {
+    let _ = reply(s, &format!("error: more than {MAX_CONNS} connections"));
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    if s.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; MAX_LINE];
+        let _ = (&*s).read(&mut sink);
+    }
+}
+
 /// Serves the control socket at `path` with rights `scope` in a thread.
 pub fn start(model: Arc<Model>, path: &Path, scope: Scope) -> Result<()> {
     if let Some(dir) = path.parent() {
@@ -245,7 +258,7 @@ pub fn start(model: Arc<Model>, path: &Path, scope: Scope) -> Result<()> {
             for s in l.incoming().flatten() {
                 if live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNS {
                     live.fetch_sub(1, Ordering::AcqRel);
-                    let _ = reply(&s, &format!("error: more than {MAX_CONNS} connections"));
+                    refuse(&s);
                     continue;
                 }
                 let (model, live2) = (model.clone(), live.clone());
@@ -356,5 +369,75 @@ mod tests {
         assert!(execute(&m, "help")
             .unwrap()
             .contains("fault fatal|freeze|thaw|status"));
+    }
+
+    #[test]
+    fn a_guest_channel_reaches_only_its_own_device_and_wire() {
+        use crate::model::Topology;
+        let m = model(Topology::TwoGuest, &["a", "b"]);
+        let a = Scope::Guest(0);
+        for other in [
+            "fault freeze guest=b",
+            "fault fatal guest=b",
+            "fault status guest=b",
+            "wire from=b:0 loss=50",
+        ] {
+            let e = execute(&m, a, other).unwrap_err().to_string();
+            assert!(
+                e.contains("outside this control channel's scope"),
+                "{other}: {e}"
+            );
+        }
+        assert!(!lock(&m.guests[1].dev).frozen && !lock(&m.guests[1].dev).fatal());
+        // Without guest=/from=, only what is in scope.
+        let r = execute(&m, a, "fault freeze").unwrap();
+        assert_eq!(r.lines().count(), 2, "{r}");
+        assert!(r.contains("guest a: frozen=1"), "{r}");
+        assert!(!lock(&m.guests[1].dev).frozen);
+        execute(&m, a, "fault thaw guest=a").unwrap();
+        let r = execute(&m, a, "wire loss=7").unwrap();
+        assert!(r.contains("wire a:0->b:0 loss=7 "), "{r}");
+        assert!(r.contains("wire b:0->a:0 loss=0 "), "{r}");
+        assert!(
+            execute(&m, a, "wire from=a:3 loss=1").is_err(),
+            "no such port"
+        );
+        // Statistics are read-only: every channel sees them.
+        assert!(execute(&m, a, "stats").unwrap().contains("port b:0 "));
+        // The host's channel (or --guest-ctl-all) reaches everything.
+        let r = execute(&m, Scope::All, "wire loss=3").unwrap();
+        assert!(
+            r.contains("a:0->b:0 loss=3 ") && r.contains("b:0->a:0 loss=3 "),
+            "{r}"
+        );
+        let r = execute(&m, Scope::All, "fault freeze guest=b").unwrap();
+        assert!(r.contains("guest b: frozen=1"), "{r}");
+    }
+
+    #[test]
+    fn command_lines_are_bounded() {
+        use crate::model::Topology;
+        let m = model(Topology::TwoPort, &["a"]);
+        let (client, server) = UnixStream::pair().unwrap();
+        let serve = std::thread::spawn(move || handle(&m, Scope::All, &server));
+        let mut c = &client;
+        c.write_all(b"stats\n").unwrap();
+        // The server may close while these are still being written.
+        let _ = c.write_all(&vec![b'x'; 10 * MAX_LINE]);
+        let _ = c.write_all(b"\nstats\n");
+        let err = serve.join().unwrap().unwrap_err().to_string();
+        assert!(err.contains("longer than"), "{err}");
+        // The server closed with input unread: the replies come, then a
+        // reset instead of EOF.
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = c.read(&mut buf) {
+            raw.extend_from_slice(&buf[..n]);
+        }
+        let r = String::from_utf8(raw).unwrap();
+        let replies: Vec<&str> = r.split("\n.\n").filter(|s| !s.is_empty()).collect();
+        assert_eq!(replies.len(), 2, "{r}");
+        assert!(replies[0].starts_with("ok\nport a:0"), "{r}");
+        assert!(replies[1].starts_with("error: command longer than"), "{r}");
     }
 }

@@ -180,6 +180,29 @@ impl Tb {
         self.drv[g].reap_cmd().expect("command completion")
     }
 
+    /// Runs several commands in one scan; their completions in order.
+    pub fn cmds(&mut self, g: usize, cmds: &[[u8; 64]]) -> Vec<CmdCompletion> {
+        let first = self.drv[g].cookie + 1;
+        for c in cmds {
+            self.drv[g].push_cmd(*c);
+        }
+        self.step();
+        let mut q = self.drv[g].cmdcq;
+        let mut out = Vec::new();
+        while let Some(b) = self.drv[g].consume(&mut q) {
+            let c = CmdCompletion::decode(b[..16].try_into().unwrap());
+            assert_eq!(
+                c.cookie,
+                first + out.len() as u32,
+                "completions in command order"
+            );
+            out.push(c);
+        }
+        self.drv[g].cmdcq = q;
+        assert_eq!(out.len(), cmds.len(), "one completion per command");
+        out
+    }
+
     pub fn reg_mr(&mut self, g: usize, addr: u64, len: u64, access: u32) -> Result<u64, u16> {
         let first_off = addr % 4096;
         let npages = (first_off + len).div_ceil(4096);
