@@ -1119,7 +1119,11 @@ impl Fuzz {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+    // 256 cases keep `cargo test` fast; PROPTEST_CASES=N fuzzes longer.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+        .. ProptestConfig::default()
+    })]
 
     #[test]
     fn hostile_driver_streams(ops in proptest::collection::vec(op(), 1..80)) {
