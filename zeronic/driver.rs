@@ -295,14 +295,14 @@ impl<'bound> ZeroNicDevice<'bound> {
         let index = control.publish()?;
         dev_info!(
             pdev,
-            "ZeroNIC {}.{} (nic {}): {} port(s), max MTU {}, caps {:#x}, {} MSI-X vectors\n",
+            "ZeroNIC {}.{}: {} port(s), max MTU {}, caps {:#x}, {} MSI-X vectors, nic {}\n",
             identity.version >> 16,
             identity.version & 0xffff,
-            index,
             identity.ports,
             identity.max_mtu,
             identity.caps,
-            nvec
+            nvec,
+            index
         );
         Ok(this)
     }
