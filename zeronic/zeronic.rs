@@ -14,6 +14,7 @@
 use kernel::prelude::*;
 
 mod cdev;
+mod cmdq;
 mod control;
 mod driver;
 mod hw;
