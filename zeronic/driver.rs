@@ -225,7 +225,7 @@ impl<'bound> ZeroNicDevice<'bound> {
             r.doorbell(regs::DB_CMD)?;
         }
         let types = pci::IrqTypes::default().with(pci::IrqType::MsiX);
-        bpdev
+        let vectors = bpdev
             .alloc_irq_vectors_managed(nvec, nvec, types)
             .inspect_err(|e| dev_err!(pdev, "cannot allocate {} MSI-X vectors: {:?}\n", nvec, e))?;
 
@@ -240,7 +240,7 @@ impl<'bound> ZeroNicDevice<'bound> {
         // From here on, `this` tears the NIC down (its `Drop`) if probe fails.
         guard.armed = false;
         this.request_irq(
-            bpdev,
+            vectors,
             regs::VEC_ASYNC,
             c"zeronic-async",
             Vector::Async(events),
@@ -256,7 +256,7 @@ impl<'bound> ZeroNicDevice<'bound> {
                     port: p,
                     vector: v,
                 };
-                this.request_irq(bpdev, v, name, handler)?;
+                this.request_irq(vectors, v, name, handler)?;
             }
         }
 
@@ -309,12 +309,12 @@ impl<'bound> ZeroNicDevice<'bound> {
 
     fn request_irq(
         &mut self,
-        pdev: &'bound pci::Device<Bound>,
+        vectors: pci::ManagedIrqVectors<'bound>,
         vector: u32,
         name: &'static CStr,
         handler: Vector,
     ) -> Result {
-        let request = pdev.irq_vector(vector)?;
+        let request = vectors.index(usize::try_from(vector)?)?;
         // SAFETY: The registration is stored in `self.irqs` and dropped, never
         // forgotten, in `Drop` or when `self` is dropped on a probe error.
         let reg = KBox::pin_init(

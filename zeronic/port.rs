@@ -18,10 +18,10 @@ use kernel::{
             NetDevice,
             NetDeviceOps,
             NetdevTx,
-            RtnlLinkStats64, //
+            RtnlLinkStats64,
+            XmitSkb, //
         },
         napi::Napi,
-        skbuff::SkBuff,
     },
     pci,
     prelude::*,
@@ -251,7 +251,7 @@ impl NetDeviceOps for Port {
         Ok(())
     }
 
-    fn start_xmit(dev: &NetDevice, this: Pin<&Self>, skb: SkBuff) -> NetdevTx {
+    fn start_xmit<'x>(dev: &NetDevice, this: Pin<&Self>, skb: XmitSkb<'x>) -> NetdevTx<'x> {
         this.napi.data().xmit(dev, skb)
     }
 

@@ -30,10 +30,10 @@ use kernel::{
     net::{
         dev::{
             NetDevice,
-            NetdevTx, //
+            NetdevTx,
+            XmitSkb, //
         },
         napi::{
-            Napi,
             NapiContext,
             NapiPoller, //
         },
@@ -310,7 +310,7 @@ impl Queues {
     }
 
     /// `ndo_start_xmit`: copies the frame to the next TX slot.
-    pub(crate) fn xmit(&self, dev: &NetDevice, skb: SkBuff) -> NetdevTx {
+    pub(crate) fn xmit<'x>(&self, dev: &NetDevice, skb: XmitSkb<'x>) -> NetdevTx<'x> {
         let mut guard = self.tx.lock();
         let (Some(tx), Ok(r)) = (&mut *guard, self.regs.get()) else {
             // Stopping, or the device is gone: drop, as a disconnected link does.
@@ -406,10 +406,12 @@ impl Queues {
             bump(&self.stats.rx_dropped, 1);
             return;
         };
-        if c.flags & (RXF_TCP | RXF_CSUM_OK) == RXF_TCP | RXF_CSUM_OK {
-            skb.set_rx_checksum(RxChecksum::Unnecessary);
-        }
-        if skb.eth_type_trans(ctx.dev()).is_err() {
+        let csum = if c.flags & (RXF_TCP | RXF_CSUM_OK) == RXF_TCP | RXF_CSUM_OK {
+            RxChecksum::Unnecessary
+        } else {
+            RxChecksum::None
+        };
+        if skb.set_rx_checksum(csum).is_err() || skb.eth_type_trans(ctx.dev()).is_err() {
             bump(&self.stats.rx_errors, 1);
             return;
         }
@@ -429,8 +431,7 @@ fn copy_frame(ctx: &mut NapiContext<'_>, buf: &Coherent<[u8]>, len: u32) -> Resu
 }
 
 impl NapiPoller for Queues {
-    fn poll(napi: &Napi<Self>, ctx: &mut NapiContext<'_>, budget: i32) -> i32 {
-        let q = napi.data();
+    fn poll(q: &Self, ctx: &mut NapiContext<'_>, budget: i32) -> i32 {
         let Ok(r) = q.regs.get() else {
             // The device is gone: nothing will ever arrive again.
             ctx.complete_done(0);
