@@ -55,9 +55,9 @@ pub(crate) const CMDQ_ENTRIES: u32 = 64;
 /// Commands that may wait for ring room; beyond this, posting fails.
 const BACKLOG_MAX: usize = 1024;
 
-/// What happens once a command completed. Runs with the queue's lock held
-/// and interrupts off (possibly in the interrupt handler): it must not sleep
-/// and may only take locks that are safe in hard interrupt context.
+/// What happens once a command completed. Runs in any context (possibly the
+/// interrupt handler), not under the queue's lock: it must not sleep and may
+/// only take locks that are safe in hard interrupt context.
 pub(crate) trait CmdDone: Send + Sync {
     /// `c` is the command's completion (any status).
     fn done(&self, c: &CmdCompletion);
@@ -72,6 +72,13 @@ enum Slot {
     /// The completion goes to a callback, or nowhere.
     Callback(Option<Arc<dyn CmdDone>>),
 }
+
+/// Completions one reaping pass consumes at most (its callbacks wait on the
+/// stack until the lock is released).
+const REAP_BATCH: usize = 16;
+
+/// Callbacks of completions reaped in one pass, run after the lock.
+type Done = [Option<(Arc<dyn CmdDone>, CmdCompletion)>; REAP_BATCH];
 
 /// A command waiting for ring room.
 struct Backlogged {
@@ -97,6 +104,8 @@ struct Inner {
     slots: KVec<(u32, u16, Slot)>,
     /// Commands posted while the ring was full, in order.
     backlog: KVec<Backlogged>,
+    /// The last reaping pass stopped at its batch size (more may be there).
+    batch_full: bool,
 }
 
 /// A command queue and its completion queue.
@@ -129,6 +138,7 @@ impl CmdQueue {
                 cons: 0,
                 slots,
                 backlog: KVec::new(),
+                batch_full: false,
             }, "zeronic::cmdq"),
         }? Error))
     }
@@ -185,7 +195,8 @@ impl CmdQueue {
                 return Err(EIO);
             }
             let mut inner = self.inner.lock();
-            Self::reap_locked(&mut inner, r);
+            let done = Self::reap_locked(&mut inner, r);
+            let mut finished = false;
             // `None` while the command still waits in the backlog.
             if let Some(slot) = inner.slot(cookie) {
                 if let Slot::Waited(Some(c)) = slot {
@@ -193,10 +204,12 @@ impl CmdQueue {
                     *slot = Slot::Free;
                     // The slot may be what a backlogged command waited for.
                     Self::flush_backlog(&mut inner, r);
-                    return Ok(true);
+                    finished = true;
                 }
             }
-            Ok(false)
+            drop(inner);
+            Self::run_callbacks(done);
+            Ok(finished)
         });
         match (waited, result) {
             (Ok(()), Some(c)) => Ok(c),
@@ -219,8 +232,24 @@ impl CmdQueue {
         let Ok(r) = self.regs.get() else {
             return;
         };
-        let mut inner = self.inner.lock();
-        Self::reap_locked(&mut inner, &r);
+        loop {
+            let (done, more) = {
+                let mut inner = self.inner.lock();
+                let done = Self::reap_locked(&mut inner, &r);
+                (done, inner.batch_full)
+            };
+            Self::run_callbacks(done);
+            if !more {
+                break;
+            }
+        }
+    }
+
+    /// Runs the callbacks of reaped commands, outside the lock.
+    fn run_callbacks(done: Done) {
+        for (cb, c) in done.iter().flatten() {
+            cb.done(c);
+        }
     }
 
     fn post(&self, inner: &mut Inner, cmd: [u8; 64], slot: Slot) -> Result<u32> {
@@ -284,14 +313,20 @@ impl CmdQueue {
         r.w32(cmdq.reg(regs::Q_PROD), inner.prod)
     }
 
-    fn reap_locked(inner: &mut Inner, r: &Regs<'_>) {
+    /// Consumes completions; returns the callbacks to run once the lock is
+    /// released.
+    fn reap_locked(inner: &mut Inner, r: &Regs<'_>) -> Done {
+        let mut done: Done = [const { None }; REAP_BATCH];
+        let mut n = 0;
+        inner.batch_full = false;
         let Some(Ok(prod)) = inner.rings.as_ref().map(|(_, cq)| cq.prod(r)) else {
-            return;
+            return done;
         };
         dma_mb(Read);
         let start = inner.cons;
         // Never more than was posted: the producer index is the device's word.
-        let mut budget = inner.prod.wrapping_sub(inner.cons).min(CMDQ_ENTRIES);
+        // CAST: REAP_BATCH is small.
+        let mut budget = inner.prod.wrapping_sub(inner.cons).min(REAP_BATCH as u32);
         while inner.cons != prod && budget > 0 {
             let Some(Ok(raw)) = inner.rings.as_ref().map(|(_, cq)| cq.read(inner.cons)) else {
                 break;
@@ -307,7 +342,11 @@ impl CmdQueue {
                     if *cookie == c.cookie && *opcode == c.opcode =>
                 {
                     if let Slot::Callback(Some(cb)) = core::mem::replace(slot, Slot::Free) {
-                        cb.done(&c);
+                        // At most one per ring entry: `budget` bounds `n`.
+                        if let Some(d) = done.get_mut(n) {
+                            *d = Some((cb, c));
+                            n += 1;
+                        }
                     }
                 }
                 _ => {
@@ -323,14 +362,17 @@ impl CmdQueue {
             inner.cons = inner.cons.wrapping_add(1);
             budget -= 1;
         }
+        // CAST: REAP_BATCH is small.
+        inner.batch_full = inner.cons.wrapping_sub(start) == REAP_BATCH as u32;
         if inner.cons == start {
-            return;
+            return done;
         }
         if let Some((_, cmdcq)) = inner.rings.as_ref() {
             let _ = r.w32(cmdcq.reg(regs::Q_CONS), inner.cons);
         }
         // Room freed: post what waited for it, in order.
         Self::flush_backlog(inner, r);
+        done
     }
 }
 

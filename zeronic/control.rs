@@ -35,7 +35,7 @@ use kernel::{
         Coherent, //
     },
     mm::pin::PinnedPages,
-    new_mutex, pci,
+    new_mutex, new_spinlock_irq, pci,
     prelude::*,
     sync::{
         aref::ARef,
@@ -44,7 +44,8 @@ use kernel::{
             Relaxed, //
         },
         Arc,
-        Mutex, //
+        Mutex,
+        SpinLockIrq, //
     },
     task::Kuid,
 };
@@ -54,6 +55,7 @@ use crate::{
         CmdDone,
         CmdQueue, //
     },
+    flow::Flow,
     hw::{cmd::CmdCompletion, regs, status},
     nic_regs::NicRegs,
     queues::{
@@ -95,6 +97,18 @@ pub(crate) fn lookup(nic: u32) -> Result<(Arc<Control>, u32)> {
         .ok_or(ENODEV)?
         .clone();
     Ok((ctl, count))
+}
+
+/// The bound NIC that has a port with net_device `ifindex`: the NIC, its
+/// index and the port.
+pub(crate) fn find_port(ifindex: u32) -> Option<(Arc<Control>, u32, u32)> {
+    let nics = NICS.lock();
+    nics.iter().enumerate().find_map(|(i, c)| {
+        let c = c.as_ref()?;
+        let port = c.port_with(ifindex)?;
+        // CAST: at most a handful of NICs.
+        Some((c.clone(), i as u32, port))
+    })
 }
 
 /// What the query ioctl reports about a port, kept current by the port.
@@ -199,6 +213,10 @@ pub(crate) struct Control {
     /// The command queue.
     #[pin]
     cmdq: CmdQueue,
+    /// Attached flows by their index in the NIC's Flow Table, for the
+    /// header queue (NAPI); taken in any context.
+    #[pin]
+    flows: SpinLockIrq<KVec<Option<Arc<Flow>>>>,
     #[pin]
     inner: Mutex<Inner>,
 }
@@ -244,6 +262,9 @@ impl Control {
     ) -> Result<Arc<Self>> {
         let dev: &Device<Bound> = pdev.as_ref();
         let cmdq = CmdQueue::new(dev, regs.clone())?;
+        let mut flows = KVec::new();
+        // CAST: u32 -> usize is lossless.
+        flows.resize(identity.flow_capacity as usize, None, GFP_KERNEL)?;
         let pdev: &pci::Device = pdev;
         Arc::pin_init(
             try_pin_init!(Self {
@@ -257,6 +278,7 @@ impl Control {
                 pinned_pages: Atomic::new(0),
                 held_pages: Atomic::new(0),
                 cmdq <- cmdq,
+                flows <- new_spinlock_irq!(flows, "zeronic::control::flows"),
                 inner <- new_mutex!(Inner {
                     state: State::Running,
                     held: KVec::new(),
@@ -265,6 +287,47 @@ impl Control {
             }? Error),
             GFP_KERNEL,
         )
+    }
+
+    /// Registers `flow` as the NIC's flow `hw_index`.
+    pub(crate) fn add_flow(&self, hw_index: u32, flow: Arc<Flow>) -> Result {
+        let mut flows = self.flows.lock();
+        // CAST: u32 -> usize is lossless.
+        match flows.get_mut(hw_index as usize) {
+            Some(slot @ None) => {
+                *slot = Some(flow);
+                Ok(())
+            }
+            // Out of range, or an index in use: the NIC is broken.
+            _ => Err(EIO),
+        }
+    }
+
+    /// Unregisters `flow` (if it is the NIC's flow `hw_index`).
+    pub(crate) fn remove_flow(&self, hw_index: u32, flow: &Arc<Flow>) {
+        let old = {
+            let mut flows = self.flows.lock();
+            // CAST: u32 -> usize is lossless.
+            match flows.get_mut(hw_index as usize) {
+                Some(slot) if slot.as_ref().is_some_and(|f| Arc::ptr_eq(f, flow)) => slot.take(),
+                _ => None,
+            }
+        };
+        drop(old);
+    }
+
+    /// The flow the NIC calls `hw_index` (header queue). Any context.
+    pub(crate) fn flow(&self, hw_index: u32) -> Option<Arc<Flow>> {
+        // CAST: u32 -> usize is lossless.
+        self.flows.lock().get(hw_index as usize)?.clone()
+    }
+
+    /// Port of this NIC whose net_device has `ifindex`.
+    fn port_with(&self, ifindex: u32) -> Option<u32> {
+        (0..self.identity.ports).find(|&p| {
+            // CAST: u32 -> usize; `p < MAX_PORTS`.
+            self.ports[p as usize].ifindex.load(Relaxed) == ifindex && ifindex != 0
+        })
     }
 
     /// Enables the command queues (hardware spec §3).
@@ -279,7 +342,6 @@ impl Control {
 
     /// Posts `cmd` without waiting; its completion goes to `on_done`. Any
     /// context. `ENODEV` once the NIC is broken or going away.
-    #[expect(dead_code, reason = "the zero-copy data path's first user comes next")]
     pub(crate) fn submit(&self, cmd: [u8; 64], on_done: Option<Arc<dyn CmdDone>>) -> Result {
         self.cmdq.submit(cmd, on_done).map(|_| ())
     }

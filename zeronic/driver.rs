@@ -22,12 +22,14 @@ use kernel::{
         Bound,
         Core, //
     },
+    alloc::flags::__GFP_ZERO,
     irq,
     net::dev::{
         Builder,
         Features,
         Registration, //
     },
+    page::Page,
     pci,
     prelude::*,
     sync::{
@@ -109,6 +111,17 @@ fn read_identity(pdev: &pci::Device<Core<'_>>, r: &Regs<'_>) -> Result<Identity>
             "ZeroNIC reports {} ports (1..={} valid)\n",
             id.ports,
             regs::MAX_PORTS
+        );
+        return Err(EINVAL);
+    }
+    if id.flow_capacity > regs::FLOW_CAPACITY || id.mr_capacity > regs::MR_CAPACITY {
+        dev_err!(
+            pdev,
+            "ZeroNIC reports {} flows and {} memory regions (at most {} and {})\n",
+            id.flow_capacity,
+            id.mr_capacity,
+            regs::FLOW_CAPACITY,
+            regs::MR_CAPACITY
         );
         return Err(EINVAL);
     }
@@ -261,7 +274,12 @@ impl<'bound> ZeroNicDevice<'bound> {
         }
 
         for p in 0..identity.ports {
-            let mut b = Builder::new(1, 1, Port::new(p, bpdev, nic.clone(), control.clone()))?;
+            let zero = Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?;
+            let mut b = Builder::new(
+                1,
+                1,
+                Port::new(p, bpdev, nic.clone(), control.clone(), zero),
+            )?;
             b.set_name(IFNAME)?;
             // CAST: `p < MAX_PORTS` (2).
             b.set_dev_port(p as u16);
@@ -272,7 +290,8 @@ impl<'bound> ZeroNicDevice<'bound> {
                 kernel::net::dev::ETH_MIN_MTU,
                 max_mtu,
             )?;
-            let features = Features::HW_CSUM | Features::RXCSUM;
+            // SG and TSO serve the zero-copy sends only (`features_check`).
+            let features = Features::HW_CSUM | Features::RXCSUM | Features::SG | Features::TSO;
             b.set_features(features, features);
             b.set_parent(bpdev.as_ref());
             b.data().napi.add(&b)?;
