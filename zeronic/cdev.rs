@@ -52,7 +52,7 @@ pub(crate) const NAME: &CStr = c"zeronic";
 
 /// ABI version of `uapi/linux/zeronic.h` this driver implements
 /// (`ZERONIC_UAPI_VERSION` there).
-pub(crate) const UAPI_VERSION: u32 = 2;
+pub(crate) const UAPI_VERSION: u32 = 3;
 
 /// Permission bits of `/dev/zeronic` (see the module documentation).
 const MODE: u16 = 0o666;
@@ -109,6 +109,7 @@ impl ControlFile {
             mr_user_in_use: ctl.share_of(current!().uid()),
             user_locked_pages: kernel::mm::pin::current_user_locked_pages(),
             held_pages: ctl.held_pages.load(Relaxed),
+            flows_in_use: ctl.flows_in_use(),
             ..Default::default()
         };
         for (info, snap) in out

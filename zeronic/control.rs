@@ -111,11 +111,27 @@ pub(crate) fn find_port(ifindex: u32) -> Option<(Arc<Control>, u32, u32)> {
     })
 }
 
+/// The zero-copy counters of a port's flows (`ethtool -S`: `zc_*`).
+pub(crate) struct ZcStats {
+    /// Flows attached now.
+    pub(crate) flows: Atomic<u64>,
+    /// Received bytes the NIC placed, consumed in order.
+    pub(crate) rx_placed: Atomic<u64>,
+    /// Received bytes the CPU copied into place (fallback, queued before
+    /// the attach).
+    pub(crate) rx_copied: Atomic<u64>,
+    /// Sent bytes the NIC read from the region (merge sends).
+    pub(crate) tx_merged: Atomic<u64>,
+    /// Sent bytes of zero-copy sends the CPU copied (region released).
+    pub(crate) tx_copied: Atomic<u64>,
+}
+
 /// What the query ioctl reports about a port, kept current by the port.
 pub(crate) struct PortSnapshot {
     pub(crate) ifindex: Atomic<u32>,
     pub(crate) mtu: Atomic<u32>,
     pub(crate) link: Atomic<u32>,
+    pub(crate) zc: ZcStats,
 }
 
 impl PortSnapshot {
@@ -124,6 +140,13 @@ impl PortSnapshot {
             ifindex: Atomic::new(0),
             mtu: Atomic::new(0),
             link: Atomic::new(0),
+            zc: ZcStats {
+                flows: Atomic::new(0),
+                rx_placed: Atomic::new(0),
+                rx_copied: Atomic::new(0),
+                tx_merged: Atomic::new(0),
+                tx_copied: Atomic::new(0),
+            },
         }
     }
 }
@@ -295,6 +318,9 @@ impl Control {
         // CAST: u32 -> usize is lossless.
         match flows.get_mut(hw_index as usize) {
             Some(slot @ None) => {
+                if let Some(zc) = self.zc(flow.port) {
+                    zc.flows.add(1, Relaxed);
+                }
                 *slot = Some(flow);
                 Ok(())
             }
@@ -313,7 +339,24 @@ impl Control {
                 _ => None,
             }
         };
+        if old.is_some() {
+            if let Some(zc) = self.zc(flow.port) {
+                zc.flows.fetch_sub(1, Relaxed);
+            }
+        }
         drop(old);
+    }
+
+    /// Flows attached to this NIC now.
+    pub(crate) fn flows_in_use(&self) -> u32 {
+        // CAST: at most the Flow Table's capacity.
+        self.flows.lock().iter().filter(|f| f.is_some()).count() as u32
+    }
+
+    /// The zero-copy counters of `port` (of a flow of this NIC).
+    pub(crate) fn zc(&self, port: u32) -> Option<&ZcStats> {
+        // CAST: u32 -> usize is lossless.
+        self.ports.get(port as usize).map(|p| &p.zc)
     }
 
     /// The flow the NIC calls `hw_index` (header queue). Any context.

@@ -421,6 +421,10 @@ impl Flow {
         }
         self.stats.rx_placed.add(placed, Relaxed);
         self.stats.rx_copied.add(copied, Relaxed);
+        if let Some(zc) = self.control.zc(self.port) {
+            zc.rx_placed.add(placed, Relaxed);
+            zc.rx_copied.add(copied, Relaxed);
+        }
         let eof = sk.shutdown() & RCV_SHUTDOWN != 0 && sk.copied_seq() == sk.rcv_nxt();
         let mut inner = self.inner.lock();
         if inner.phase != Phase::Attached {

@@ -96,10 +96,17 @@ impl SendWr {
     /// Counts bytes sent by the NIC from the region (`true`) or copied.
     pub(crate) fn count(&self, merged: bool, bytes: u64) {
         let stats = &self.flow.stats;
+        let port = self.flow.control.zc(self.flow.port);
         if merged {
             stats.tx_merged.add(bytes, Relaxed);
+            if let Some(zc) = port {
+                zc.tx_merged.add(bytes, Relaxed);
+            }
         } else {
             stats.tx_copied.add(bytes, Relaxed);
+            if let Some(zc) = port {
+                zc.tx_copied.add(bytes, Relaxed);
+            }
         }
     }
 }

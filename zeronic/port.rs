@@ -307,6 +307,7 @@ impl NetDeviceOps for Port {
         if let Ok(r) = this.regs.get() {
             let _ = crate::port_stats::read(&r, this.index, values);
         }
+        crate::port_stats::read_zc(&this.snapshot().zc, values);
     }
 
     fn change_mtu(dev: &NetDevice, this: Pin<&Self>, new_mtu: u32) -> Result {

@@ -5,9 +5,13 @@
 //! `ip -s link` shows the driver's view (packets it handed to and took from
 //! the NIC); these are the NIC's (`PORT_STATS`, hardware spec §12): what the
 //! wire, the RX Split Unit and the TX Merge Unit did, including drops the
-//! driver never sees. Names are the `PSTAT_*` names, prefixed `hw_`.
+//! driver never sees. Names are the `PSTAT_*` names, prefixed `hw_`. After
+//! them come the driver's counters of the port's zero-copy flows (`zc_*`).
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::atomic::Relaxed, //
+};
 
 use crate::{
     hw::regs,
@@ -45,22 +49,51 @@ const STATS: [(&CStr, usize); 27] = [
     (c"hw_rx_coalesced", regs::PSTAT_RX_COALESCED),
 ];
 
-/// The names, in `STATS` order (what `NetDeviceOps::ETHTOOL_STAT_NAMES` wants).
-pub(crate) const NAMES: [&CStr; STATS.len()] = {
-    let mut names = [c""; STATS.len()];
+/// The driver's own counters of the port's zero-copy flows, shown after the
+/// NIC's (`control::ZcStats`).
+const ZC: [&CStr; 5] = [
+    c"zc_flows",
+    c"zc_rx_placed_bytes",
+    c"zc_rx_copied_bytes",
+    c"zc_tx_merged_bytes",
+    c"zc_tx_copied_bytes",
+];
+
+/// The names, the NIC's in `STATS` order then the driver's (what
+/// `NetDeviceOps::ETHTOOL_STAT_NAMES` wants).
+pub(crate) const NAMES: [&CStr; STATS.len() + ZC.len()] = {
+    let mut names = [c""; STATS.len() + ZC.len()];
     let mut i = 0;
     while i < STATS.len() {
         names[i] = STATS[i].0;
         i += 1;
     }
+    while i < STATS.len() + ZC.len() {
+        names[i] = ZC[i - STATS.len()];
+        i += 1;
+    }
     names
 };
 
-/// Reads port `port`'s counters into `values` (one per name).
+/// Reads port `port`'s NIC counters into the first values (one per name).
 pub(crate) fn read(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
     let base = regs::port_block(port) + regs::PORT_STATS;
     for (value, (_, slot)) in values.iter_mut().zip(STATS.iter()) {
         *value = r.r64(base + 8 * slot)?;
     }
     Ok(())
+}
+
+/// Writes the driver's zero-copy counters into the values after the NIC's.
+pub(crate) fn read_zc(zc: &crate::control::ZcStats, values: &mut [u64]) {
+    let ours = [
+        zc.flows.load(Relaxed),
+        zc.rx_placed.load(Relaxed),
+        zc.rx_copied.load(Relaxed),
+        zc.tx_merged.load(Relaxed),
+        zc.tx_copied.load(Relaxed),
+    ];
+    for (value, v) in values.iter_mut().skip(STATS.len()).zip(ours) {
+        *value = v;
+    }
 }

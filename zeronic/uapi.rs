@@ -60,7 +60,8 @@ pub(crate) struct Query {
     pub(crate) mr_user_in_use: u32,
     pub(crate) user_locked_pages: u64,
     pub(crate) held_pages: u64,
-    pub(crate) reserved: [u64; 1],
+    pub(crate) flows_in_use: u32,
+    pub(crate) reserved: u32,
 }
 
 /// `struct zeronic_mr_reg`.

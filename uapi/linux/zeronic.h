@@ -71,7 +71,9 @@ struct zeronic_query {
 	__u32 mr_user_in_use;	/* out: entries the calling user holds (all files) */
 	__u64 user_locked_pages;	/* out: pages charged to the calling user's locked_vm (all NICs, io_uring and AF_XDP included) */
 	__u64 held_pages;	/* out: pages of commands the NIC never completed, pinned until it is reset (in pinned_pages) */
-	__u64 reserved[1];	/* out: zero */
+	/* since version 3 */
+	__u32 flows_in_use;	/* out: Flow Table entries in use (all files) */
+	__u32 reserved;		/* out: zero */
 };
 
 /* ZERONIC_IOC_MR_REG: register [addr, addr + length) of the caller's memory. */

@@ -1,0 +1,669 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The zero-copy ABI of /dev/zeronic (uapi version 3, docs/uapi.md): completion
+ * queues, flow attach and detach, work requests, and what each bad input
+ * gets; the flow lifecycle (detach, close of the socket, the peer's FIN and
+ * RST, a killed process) and what it gives back.
+ *
+ * Runs in the two-port topology: zc_test.sh exports ZN_NS_A, ZN_NS_B (the
+ * network namespaces of the two ports) and ZN_ADDR_B. Connections are made
+ * from a socket created in namespace a to a listener in namespace b, so
+ * their route leaves through a ZeroNIC port. Nothing else may attach flows
+ * or register memory on NIC 0 while this runs (the counters are NIC-wide).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <linux/zeronic.h>
+
+#include "kselftest_harness.h"
+
+#define PORT 5099
+
+static int zopen(void)
+{
+	return open(ZERONIC_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+}
+
+static int in_ns(const char *env)
+{
+	char path[128];
+	const char *ns = getenv(env);
+	int fd, self, ret;
+
+	if (!ns || !*ns)
+		return 0;
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	ret = setns(fd, CLONE_NEWNET);
+	close(fd);
+	return ret ? -1 : self;
+}
+
+static void back_ns(int self)
+{
+	if (self > 0) {
+		setns(self, CLONE_NEWNET);
+		close(self);
+	}
+}
+
+/* A socket of type in namespace `env` (ZN_NS_A or ZN_NS_B). */
+static int sock_in(const char *env, int type)
+{
+	int self = in_ns(env), s;
+
+	if (self < 0)
+		return -1;
+	s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	back_ns(self);
+	return s;
+}
+
+/* A TCP connection over the ZeroNIC ports: *cli in a, *srv in b. */
+static int connect_pair(int *cli, int *srv)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT) };
+	int l = sock_in("ZN_NS_B", SOCK_STREAM), one = 1;
+
+	*cli = *srv = -1;
+	if (l < 0 || !getenv("ZN_ADDR_B"))
+		return -1;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (void *)&a, sizeof(a)) || listen(l, 4))
+		goto fail;
+	inet_pton(AF_INET, getenv("ZN_ADDR_B"), &a.sin_addr);
+	*cli = sock_in("ZN_NS_A", SOCK_STREAM);
+	if (*cli < 0 || connect(*cli, (void *)&a, sizeof(a)))
+		goto fail;
+	*srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	close(l);
+	return *srv < 0 ? -1 : 0;
+fail:
+	close(l);
+	return -1;
+}
+
+static int cq_create(int zfd, __u32 entries, int efd, __u32 *cq, void **map, size_t *size)
+{
+	struct zeronic_cq_create c = { .entries = entries, .eventfd = efd };
+
+	if (ioctl(zfd, ZERONIC_IOC_CQ_CREATE, &c))
+		return errno;
+	*cq = c.cq;
+	if (map) {
+		*map = mmap(NULL, c.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, zfd,
+			    c.mmap_offset);
+		if (*map == MAP_FAILED)
+			return errno;
+		*size = c.mmap_size;
+	}
+	return 0;
+}
+
+static int attach(int zfd, int s, __u32 cq, __u32 mode, __u64 ring_key, __u64 ring_size,
+		  __u32 *flow)
+{
+	struct zeronic_flow_attach a = {
+		.sockfd = s, .cq = cq, .rx_mode = mode, .ring_key = ring_key, .ring_size = ring_size,
+	};
+
+	if (ioctl(zfd, ZERONIC_IOC_FLOW_ATTACH, &a))
+		return errno;
+	if (flow)
+		*flow = a.flow;
+	return 0;
+}
+
+static int detach(int zfd, __u32 flow)
+{
+	struct zeronic_flow_detach d = { .flow = flow };
+
+	return ioctl(zfd, ZERONIC_IOC_FLOW_DETACH, &d) ? errno : 0;
+}
+
+static int reg(int zfd, void *p, size_t len, __u32 access, __u64 *key)
+{
+	struct zeronic_mr_reg r = { .addr = (uintptr_t)p, .length = len, .access = access };
+
+	if (ioctl(zfd, ZERONIC_IOC_MR_REG, &r))
+		return errno;
+	*key = r.key;
+	return 0;
+}
+
+static int dereg(int zfd, __u64 key)
+{
+	struct zeronic_mr_dereg d = { .key = key };
+
+	return ioctl(zfd, ZERONIC_IOC_MR_DEREG, &d) ? errno : 0;
+}
+
+static int post1(int zfd, __u32 flow, __u16 op, __u64 key, __u64 off, __u32 len)
+{
+	struct zeronic_wr wr = { .wr_id = off + 1, .key = key, .offset = off, .len = len,
+				 .opcode = op };
+	struct zeronic_post p = { .flow = flow, .count = 1, .wrs = (uintptr_t)&wr };
+
+	return ioctl(zfd, ZERONIC_IOC_POST, &p) ? errno : 0;
+}
+
+static int query(int zfd, struct zeronic_query *q)
+{
+	memset(q, 0, sizeof(*q));
+	return ioctl(zfd, ZERONIC_IOC_QUERY, q) ? errno : 0;
+}
+
+/* Takes the next CQE within `ms`; 0 on success. */
+static int cq_take(void *map, struct zeronic_cqe *out, int ms)
+{
+	struct zeronic_cq_ring *r = map;
+	struct zeronic_cqe *e = (void *)((char *)map + r->entries_offset);
+
+	for (int i = 0; i < ms / 10; i++) {
+		__u32 tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+
+		if (r->head != tail) {
+			*out = e[r->head & r->mask];
+			__atomic_store_n(&r->head, r->head + 1, __ATOMIC_RELEASE);
+			return 0;
+		}
+		usleep(10000);
+	}
+	return -1;
+}
+
+FIXTURE(zc)
+{
+	int zfd, cli, srv;
+	__u32 cq;
+	void *map;
+	size_t map_size;
+	char *buf;
+	size_t len;
+	__u64 key_rw, key_r;
+	struct zeronic_query base;
+};
+
+FIXTURE_SETUP(zc)
+{
+	self->zfd = zopen();
+	ASSERT_LE(0, self->zfd);
+	ASSERT_EQ(0, query(self->zfd, &self->base));
+	ASSERT_EQ(0, connect_pair(&self->cli, &self->srv))
+		TH_LOG("no TCP connection over the ZeroNIC ports (ZN_NS_A/B, ZN_ADDR_B): %s",
+		       strerror(errno));
+	ASSERT_EQ(0, cq_create(self->zfd, 64, -1, &self->cq, &self->map, &self->map_size));
+	self->len = 1 << 20;
+	self->buf = mmap(NULL, self->len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->buf);
+	ASSERT_EQ(0, reg(self->zfd, self->buf, self->len,
+			 ZERONIC_ACCESS_LOCAL_READ | ZERONIC_ACCESS_LOCAL_WRITE, &self->key_rw));
+	ASSERT_EQ(0, reg(self->zfd, self->buf, self->len, ZERONIC_ACCESS_LOCAL_READ,
+			 &self->key_r));
+}
+
+FIXTURE_TEARDOWN(zc)
+{
+	struct zeronic_query q;
+
+	close(self->cli);
+	close(self->srv);
+	if (self->map && self->map != MAP_FAILED)
+		munmap(self->map, self->map_size);
+	close(self->zfd);
+	/* Whatever the test did, closing gives every flow and region back. */
+	self->zfd = zopen();
+	if (self->zfd >= 0 && !query(self->zfd, &q)) {
+		EXPECT_EQ(self->base.flows_in_use, q.flows_in_use);
+		EXPECT_EQ(self->base.mr_in_use, q.mr_in_use);
+		EXPECT_EQ(self->base.pinned_pages, q.pinned_pages);
+	}
+	close(self->zfd);
+	munmap(self->buf, self->len);
+}
+
+/* ---- the ABI -------------------------------------------------------------- */
+
+TEST(abi_layout)
+{
+	EXPECT_EQ(3, ZERONIC_UAPI_VERSION);
+	EXPECT_EQ(32u, sizeof(struct zeronic_cq_create));
+	EXPECT_EQ(64u, sizeof(struct zeronic_cq_ring));
+	EXPECT_EQ(32u, sizeof(struct zeronic_cqe));
+	EXPECT_EQ(56u, sizeof(struct zeronic_flow_attach));
+	EXPECT_EQ(32u, sizeof(struct zeronic_wr));
+	EXPECT_EQ(24u, sizeof(struct zeronic_post));
+	EXPECT_EQ(16u, sizeof(struct zeronic_stream_consume));
+	EXPECT_EQ(80u, sizeof(struct zeronic_flow_query));
+	EXPECT_EQ(0xC020DA10u, (unsigned int)ZERONIC_IOC_CQ_CREATE);
+	EXPECT_EQ(0xC038DA12u, (unsigned int)ZERONIC_IOC_FLOW_ATTACH);
+	EXPECT_EQ(0xC018DA14u, (unsigned int)ZERONIC_IOC_POST);
+}
+
+/* ---- completion queues ---------------------------------------------------- */
+
+TEST_F(zc, cq_bad_sizes_are_einval)
+{
+	__u32 cq;
+
+	EXPECT_EQ(EINVAL, cq_create(self->zfd, 0, -1, &cq, NULL, NULL));
+	EXPECT_EQ(EINVAL, cq_create(self->zfd, 4, -1, &cq, NULL, NULL));
+	EXPECT_EQ(EINVAL, cq_create(self->zfd, 100, -1, &cq, NULL, NULL));
+	EXPECT_EQ(EINVAL, cq_create(self->zfd, 1u << 17, -1, &cq, NULL, NULL));
+	EXPECT_EQ(EINVAL, cq_create(self->zfd, UINT32_MAX, -1, &cq, NULL, NULL));
+}
+
+TEST_F(zc, cq_bad_eventfd)
+{
+	__u32 cq;
+	int notefd = open("/dev/null", O_RDONLY);
+
+	EXPECT_EQ(EBADF, cq_create(self->zfd, 8, 1000, &cq, NULL, NULL));
+	EXPECT_EQ(EINVAL, cq_create(self->zfd, 8, notefd, &cq, NULL, NULL));
+	close(notefd);
+}
+
+TEST_F(zc, cq_mmap_wrong_size_or_offset_is_einval)
+{
+	struct zeronic_cq_create c = { .entries = 8, .eventfd = -1 };
+
+	ASSERT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_CQ_CREATE, &c));
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, c.mmap_size + 4096, PROT_READ, MAP_SHARED, self->zfd,
+				   c.mmap_offset));
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, c.mmap_size, PROT_READ, MAP_SHARED, self->zfd,
+				   c.mmap_offset + 4096));
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, 4096, PROT_READ, MAP_SHARED, self->zfd, 0));
+}
+
+TEST_F(zc, cq_destroy)
+{
+	struct zeronic_cq_destroy d = { .cq = 12345 };
+	__u32 flow = 0;
+
+	EXPECT_EQ(-1, ioctl(self->zfd, ZERONIC_IOC_CQ_DESTROY, &d));
+	EXPECT_EQ(ENOENT, errno);
+	ASSERT_EQ(0, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	d.cq = self->cq;
+	EXPECT_EQ(-1, ioctl(self->zfd, ZERONIC_IOC_CQ_DESTROY, &d));
+	EXPECT_EQ(EBUSY, errno);
+	EXPECT_EQ(0, detach(self->zfd, flow));
+	EXPECT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_CQ_DESTROY, &d));
+}
+
+/* ---- attach: the wrong kinds of socket ---------------------------------- */
+
+TEST_F(zc, attach_refuses_what_is_not_an_established_zeronic_tcp_socket)
+{
+	struct sockaddr_in lo = { .sin_family = AF_INET, .sin_port = htons(PORT + 1),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int efd = eventfd(0, 0), udp = sock_in("ZN_NS_A", SOCK_DGRAM);
+	int fresh = sock_in("ZN_NS_A", SOCK_STREAM), lst = sock_in("ZN_NS_B", SOCK_STREAM);
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), a;
+
+	EXPECT_EQ(EBADF, attach(self->zfd, 9999, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	EXPECT_EQ(ENOTSOCK, attach(self->zfd, efd, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	EXPECT_EQ(ENOTSOCK, attach(self->zfd, self->zfd, self->cq, ZERONIC_RX_MESSAGE, 0, 0,
+				   NULL));
+	EXPECT_EQ(EPROTONOSUPPORT, attach(self->zfd, udp, self->cq, ZERONIC_RX_MESSAGE, 0, 0,
+					  NULL));
+	EXPECT_EQ(ENOTCONN, attach(self->zfd, fresh, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	ASSERT_EQ(0, listen(lst, 1));
+	EXPECT_EQ(ENOTCONN, attach(self->zfd, lst, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	/* Established, but over loopback: not a ZeroNIC port. */
+	ASSERT_EQ(0, bind(l, (void *)&lo, sizeof(lo)));
+	ASSERT_EQ(0, listen(l, 1));
+	ASSERT_EQ(0, connect(c, (void *)&lo, sizeof(lo)));
+	a = accept(l, NULL, NULL);
+	EXPECT_EQ(ENODEV, attach(self->zfd, c, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	EXPECT_EQ(ENODEV, attach(self->zfd, a, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	/* The refused sockets still work as plain sockets. */
+	EXPECT_EQ(3, write(c, "abc", 3));
+	EXPECT_EQ(3, read(a, self->buf, 3));
+	close(a);
+	close(c);
+	close(l);
+	close(lst);
+	close(fresh);
+	close(udp);
+	close(efd);
+}
+
+TEST_F(zc, attach_bad_arguments)
+{
+	struct zeronic_flow_attach at = { .sockfd = self->cli, .cq = self->cq,
+					  .rx_mode = ZERONIC_RX_MESSAGE, .reserved0 = 1 };
+
+	EXPECT_EQ(-1, ioctl(self->zfd, ZERONIC_IOC_FLOW_ATTACH, &at));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(EINVAL, attach(self->zfd, self->cli, self->cq, 7, 0, 0, NULL));
+	EXPECT_EQ(ENOENT, attach(self->zfd, self->cli, 9999, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	/* Stream mode: the ring must be a registered, writable power of two. */
+	EXPECT_EQ(EINVAL, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_STREAM,
+				 self->key_rw, 3000, NULL));
+	EXPECT_EQ(ENOENT, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_STREAM,
+				 self->key_rw ^ 0x10000, 4096, NULL));
+	EXPECT_EQ(EACCES, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_STREAM,
+				 self->key_r, 4096, NULL));
+	EXPECT_EQ(EINVAL, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_STREAM,
+				 self->key_rw, self->len * 2, NULL));
+	/* None of it attached anything: a good attach still works. */
+	EXPECT_EQ(0, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+}
+
+TEST_F(zc, double_attach_is_eexist)
+{
+	int zfd2 = zopen();
+	__u32 cq2 = 0, flow = 0;
+
+	ASSERT_EQ(0, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	EXPECT_EQ(EEXIST, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	ASSERT_EQ(0, cq_create(zfd2, 8, -1, &cq2, NULL, NULL));
+	EXPECT_EQ(EEXIST, attach(zfd2, self->cli, cq2, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	/* Detached, the socket stays the ULP's: attaching again is refused. */
+	EXPECT_EQ(0, detach(self->zfd, flow));
+	EXPECT_EQ(EEXIST, attach(zfd2, self->cli, cq2, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	close(zfd2);
+}
+
+TEST_F(zc, concurrent_attaches_from_two_files_one_wins)
+{
+	int zfd2 = zopen(), st, wins = 0;
+	__u32 cq2 = 0;
+	pid_t kid;
+
+	ASSERT_EQ(0, cq_create(zfd2, 8, -1, &cq2, NULL, NULL));
+	kid = fork();
+	if (kid == 0)
+		_exit(attach(zfd2, self->cli, cq2, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	st = attach(self->zfd, self->cli, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL);
+	wins += st == 0;
+	EXPECT_TRUE(st == 0 || st == EEXIST || st == EBUSY) TH_LOG("parent: %s", strerror(st));
+	ASSERT_EQ(kid, waitpid(kid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	wins += WEXITSTATUS(st) == 0;
+	EXPECT_TRUE(WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == EEXIST ||
+		    WEXITSTATUS(st) == EBUSY);
+	EXPECT_EQ(1, wins);
+	close(zfd2);
+}
+
+/* ---- an attached socket ---------------------------------------------------- */
+
+TEST_F(zc, plain_io_on_an_attached_socket_is_eopnotsupp)
+{
+	char b[16];
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, NULL));
+	EXPECT_EQ(-1, recv(self->srv, b, sizeof(b), MSG_DONTWAIT));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(-1, send(self->srv, "x", 1, 0));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(-1, read(self->srv, b, sizeof(b)));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(-1, write(self->srv, "x", 1));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+}
+
+TEST_F(zc, post_bad_requests)
+{
+	int zfd2 = zopen();
+	__u64 other_key = 0;
+	__u32 flow = 0;
+	struct zeronic_wr wrs[2] = { { 0 } };
+	struct zeronic_post p = { 0 };
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, reg(zfd2, self->buf, 4096, ZERONIC_ACCESS_LOCAL_WRITE, &other_key));
+	/* A key of another file, or none at all. */
+	EXPECT_EQ(ENOENT, post1(self->zfd, flow, ZERONIC_WR_RECV, other_key, 0, 4096));
+	EXPECT_EQ(ENOENT, post1(self->zfd, flow, ZERONIC_WR_RECV, 0x1234567, 0, 4096));
+	/* Past the region's end, or wrapping. */
+	EXPECT_EQ(ERANGE, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, self->len - 10, 11));
+	EXPECT_EQ(ERANGE, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, UINT64_MAX, 2));
+	/* Too little access. */
+	EXPECT_EQ(EACCES, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_r, 0, 4096));
+	/* Malformed. */
+	EXPECT_EQ(EINVAL, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, 0));
+	EXPECT_EQ(EINVAL, post1(self->zfd, flow, 9, self->key_rw, 0, 4096));
+	EXPECT_EQ(ENOENT, post1(self->zfd, flow + 1000, ZERONIC_WR_RECV, self->key_rw, 0, 4096));
+	p.flow = flow;
+	p.wrs = (uintptr_t)wrs;
+	p.count = 0;
+	EXPECT_EQ(-1, ioctl(self->zfd, ZERONIC_IOC_POST, &p));
+	EXPECT_EQ(EINVAL, errno);
+	p.count = 257;
+	EXPECT_EQ(-1, ioctl(self->zfd, ZERONIC_IOC_POST, &p));
+	EXPECT_EQ(EINVAL, errno);
+	p.count = 1;
+	p.wrs = 8;
+	EXPECT_EQ(-1, ioctl(self->zfd, ZERONIC_IOC_POST, &p));
+	EXPECT_EQ(EFAULT, errno);
+	/* The first bad request stops the batch; those before it are posted. */
+	wrs[0] = (struct zeronic_wr){ .wr_id = 1, .key = self->key_rw, .len = 4096,
+				      .opcode = ZERONIC_WR_RECV };
+	wrs[1] = (struct zeronic_wr){ .wr_id = 2, .key = self->key_rw, .len = 0,
+				      .opcode = ZERONIC_WR_RECV };
+	p.wrs = (uintptr_t)wrs;
+	p.count = 2;
+	p.posted = 99;
+	EXPECT_EQ(-1, ioctl(self->zfd, ZERONIC_IOC_POST, &p));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(1u, p.posted);
+	close(zfd2);
+}
+
+TEST_F(zc, cq_full_is_eagain_never_overflow)
+{
+	__u32 cq8 = 0, flow = 0;
+	int i, n = 0;
+
+	/* 8 entries, 2 reserved for the flow's own events: 6 requests fit. */
+	ASSERT_EQ(0, cq_create(self->zfd, 8, -1, &cq8, NULL, NULL));
+	ASSERT_EQ(0, attach(self->zfd, self->srv, cq8, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	for (i = 0; i < 10; i++) {
+		int err = post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, i * 4096, 4096);
+
+		if (err) {
+			EXPECT_EQ(EAGAIN, err);
+			break;
+		}
+		n++;
+	}
+	EXPECT_EQ(6, n);
+}
+
+TEST_F(zc, dereg_of_a_region_in_use_is_ebusy)
+{
+	__u32 flow = 0;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, 4096));
+	EXPECT_EQ(EBUSY, dereg(self->zfd, self->key_rw));
+	/* The other region is not in use. */
+	EXPECT_EQ(0, dereg(self->zfd, self->key_r));
+	EXPECT_EQ(0, detach(self->zfd, flow));
+	/* Detached: the segment went back (ECANCELED), the region is free. */
+	EXPECT_EQ(0, dereg(self->zfd, self->key_rw));
+}
+
+/* ---- lifecycle -------------------------------------------------------------- */
+
+TEST_F(zc, detach_gives_segments_back_then_detached)
+{
+	struct zeronic_cqe e;
+	__u32 flow = 0;
+	struct zeronic_flow_query fq;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, 8192));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 8192, 8192));
+	EXPECT_EQ(0, detach(self->zfd, flow));
+	ASSERT_EQ(0, cq_take(self->map, &e, 2000));
+	EXPECT_EQ(ZERONIC_CQE_RECV, e.opcode);
+	EXPECT_EQ(ECANCELED, e.status);
+	EXPECT_EQ(1u, e.wr_id);
+	ASSERT_EQ(0, cq_take(self->map, &e, 2000));
+	EXPECT_EQ(ZERONIC_CQE_RECV, e.opcode);
+	EXPECT_EQ(8193u, e.wr_id);
+	ASSERT_EQ(0, cq_take(self->map, &e, 2000));
+	EXPECT_EQ(ZERONIC_CQE_FLOW, e.opcode);
+	EXPECT_EQ(ZERONIC_CQE_F_DETACHED, e.flags & ZERONIC_CQE_F_DETACHED);
+	/* The flow is gone from the file. */
+	fq.flow = flow;
+	EXPECT_EQ(-1, ioctl(self->zfd, ZERONIC_IOC_FLOW_QUERY, &fq));
+	EXPECT_EQ(ENOENT, errno);
+	EXPECT_EQ(ENOENT, detach(self->zfd, flow));
+	EXPECT_EQ(ENOENT, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, 4096));
+}
+
+TEST_F(zc, close_of_the_socket_detaches)
+{
+	struct zeronic_cqe e;
+	struct zeronic_query q;
+	__u32 flow = 0;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, 4096));
+	ASSERT_EQ(0, query(self->zfd, &q));
+	EXPECT_EQ(self->base.flows_in_use + 1, q.flows_in_use);
+	close(self->srv);
+	self->srv = -1;
+	ASSERT_EQ(0, cq_take(self->map, &e, 2000));
+	EXPECT_EQ(ECANCELED, e.status);
+	ASSERT_EQ(0, cq_take(self->map, &e, 2000));
+	EXPECT_EQ(ZERONIC_CQE_FLOW, e.opcode);
+	EXPECT_TRUE(e.flags & ZERONIC_CQE_F_DETACHED);
+	ASSERT_EQ(0, query(self->zfd, &q));
+	EXPECT_EQ(self->base.flows_in_use, q.flows_in_use);
+}
+
+TEST_F(zc, peer_fin_is_eof)
+{
+	struct zeronic_cqe e;
+	__u32 flow = 0;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, 4096));
+	memset(self->buf, 0, 16);
+	ASSERT_EQ(5, write(self->cli, "hello", 5));
+	ASSERT_EQ(0, shutdown(self->cli, SHUT_WR));
+	ASSERT_EQ(0, cq_take(self->map, &e, 5000)) TH_LOG("no completion after the FIN");
+	EXPECT_EQ(ZERONIC_CQE_RECV, e.opcode);
+	EXPECT_EQ(0, e.status);
+	EXPECT_EQ(5u, e.len);
+	EXPECT_TRUE(e.flags & ZERONIC_CQE_F_EOF);
+	EXPECT_EQ(0, memcmp(self->buf, "hello", 5));
+	ASSERT_EQ(0, cq_take(self->map, &e, 5000));
+	EXPECT_EQ(ZERONIC_CQE_FLOW, e.opcode);
+	EXPECT_TRUE(e.flags & ZERONIC_CQE_F_EOF);
+	EXPECT_EQ(5u, e.stream_off);
+}
+
+TEST_F(zc, data_queued_before_attach_is_delivered_first)
+{
+	struct zeronic_cqe e;
+	struct zeronic_flow_query fq;
+	__u32 flow = 0;
+
+	ASSERT_EQ(7, write(self->cli, "before|", 7));
+	usleep(200000);
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(6, write(self->cli, "after!", 6));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, 13));
+	ASSERT_EQ(0, cq_take(self->map, &e, 5000));
+	EXPECT_EQ(13u, e.len);
+	EXPECT_EQ(0, memcmp(self->buf, "before|after!", 13));
+	fq.flow = flow;
+	ASSERT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_FLOW_QUERY, &fq));
+	EXPECT_LE(7u, fq.rx_copied_bytes);
+	EXPECT_EQ(13u, fq.rx_stream_off);
+}
+
+TEST_F(zc, peer_reset_fails_the_flow)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	struct zeronic_cqe e;
+	int saw_reset = 0, i;
+	__u32 flow = 0;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, 4096));
+	ASSERT_EQ(0, setsockopt(self->cli, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+	close(self->cli);
+	self->cli = -1;
+	for (i = 0; i < 2 && !cq_take(self->map, &e, 5000); i++) {
+		if (e.opcode == ZERONIC_CQE_RECV)
+			EXPECT_EQ(ECONNRESET, e.status);
+		if (e.opcode == ZERONIC_CQE_FLOW && e.status == ECONNRESET)
+			saw_reset = 1;
+	}
+	EXPECT_TRUE(saw_reset) TH_LOG("no reset event");
+	EXPECT_EQ(EPIPE, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, 4096));
+}
+
+/* ---- the process dies ------------------------------------------------------ */
+
+TEST_F(zc, kill_with_flows_attached_gives_everything_back)
+{
+	int ready[2];
+	struct zeronic_query q;
+	pid_t kid;
+	char c;
+
+	ASSERT_EQ(0, pipe(ready));
+	kid = fork();
+	if (kid == 0) {
+		int zfd = zopen();
+		__u32 cq = 0, flow = 0;
+		__u64 key = 0;
+		char *b = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+		if (zfd < 0 || cq_create(zfd, 64, -1, &cq, NULL, NULL) ||
+		    reg(zfd, b, 1 << 20, ZERONIC_ACCESS_LOCAL_WRITE, &key) ||
+		    attach(zfd, self->srv, cq, ZERONIC_RX_MESSAGE, 0, 0, &flow) ||
+		    post1(zfd, flow, ZERONIC_WR_RECV, key, 0, 1 << 20))
+			_exit(1);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	ASSERT_EQ(0, query(self->zfd, &q));
+	EXPECT_EQ(self->base.flows_in_use + 1, q.flows_in_use);
+	/* Data flowing into the posted segment while it dies. */
+	ASSERT_EQ(4, write(self->cli, "data", 4));
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+	ASSERT_EQ(0, query(self->zfd, &q));
+	EXPECT_EQ(self->base.flows_in_use, q.flows_in_use);
+	EXPECT_EQ(self->base.pinned_pages + 512, q.pinned_pages)
+		TH_LOG("only the fixture's two 1 MiB regions may be left");
+	close(ready[0]);
+	close(ready[1]);
+}
+
+TEST_HARNESS_MAIN
