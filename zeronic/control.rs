@@ -449,6 +449,14 @@ impl Control {
             };
             (self.cmdq.take_rings(), core::mem::take(&mut inner.held))
         };
+        // The NIC's flows are gone with its reset.
+        let flows = core::mem::take(&mut *self.flows.lock());
+        for flow in flows.into_iter().flatten() {
+            if let Some(zc) = self.zc(flow.port) {
+                zc.flows.fetch_sub(1, Relaxed);
+            }
+            flow.nic_gone(reset_done);
+        }
         if reset_done {
             drop(rings);
             for item in held {

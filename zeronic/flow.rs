@@ -579,6 +579,23 @@ impl Flow {
         }
     }
 
+    /// The flow's NIC was unbound (`reset_done`: its reset completed, so it
+    /// places nothing any more): the flow fails with `ENODEV`, and its
+    /// segments go back if the NIC confirmed the reset.
+    pub(crate) fn nic_gone(&self, reset_done: bool) {
+        let mut inner = self.inner.lock();
+        if inner.phase == Phase::Attached {
+            inner.phase = Phase::Reset;
+        }
+        // CAST: errno values are small positive numbers.
+        let status = ENODEV.to_errno().unsigned_abs() as u16;
+        self.post_event(&mut inner, status, 0);
+        if reset_done {
+            inner.nic_removed = true;
+            self.flush_segments(&mut inner, status);
+        }
+    }
+
     /// Gives the posted segments back (after the NIC confirmed the flow is
     /// removed), with `status`.
     pub(crate) fn flush_segments(&self, inner: &mut FlowInner, status: u16) {
