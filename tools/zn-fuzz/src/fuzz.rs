@@ -530,17 +530,67 @@ impl<'a> Fuzzer<'a> {
             ));
         }
         self.shared.publish_key(key, nic);
-        let mut keys = self.proc.keys.lock().expect("keys lock");
-        if keys.len() >= MAX_KEYS {
-            // Forget one: it stays registered until its file is closed.
-            let i = self.rng.below(keys.len() as u64) as usize;
-            keys.swap_remove(i);
+        let evicted = {
+            let mut keys = self.proc.keys.lock().expect("keys lock");
+            let evicted = if keys.len() >= MAX_KEYS {
+                let i = self.rng.below(keys.len() as u64) as usize;
+                Some(keys.swap_remove(i))
+            } else {
+                None
+            };
+            keys.push(KeyRec {
+                file: file.id,
+                key,
+                nic,
+            });
+            evicted
+        };
+        if let Some(k) = evicted {
+            self.release(k);
         }
-        keys.push(KeyRec {
-            file: file.id,
-            key,
-            nic,
-        });
+    }
+
+    /// Deregisters a region the pool has no room for, so the MR Table does
+    /// not fill up with regions nobody names (one in eight is left to the
+    /// file's close).
+    fn release(&mut self, k: KeyRec) {
+        let file = {
+            let files = self.proc.files.lock().expect("files lock");
+            files.iter().find(|f| f.id == k.file).cloned()
+        };
+        let Some(file) = file else { return };
+        if self.rng.chance(1, 8) {
+            return;
+        }
+        let d = MrDereg {
+            key: k.key,
+            nic: k.nic,
+            reserved: 0,
+        };
+        let place = Place::Rw(0);
+        let ptr = self.args.put(place, &bytes_of(&d));
+        let res = raw_ioctl(file.fd.as_raw_fd(), IOC_MR_DEREG, ptr);
+        let args = || format!("key={:#x} (own key, pool full) nic={}", k.key, k.nic);
+        let ok = self.verdict(
+            Call::MrDereg,
+            &file,
+            IOC_MR_DEREG,
+            place,
+            &args,
+            res,
+            Expect::Documented,
+        );
+        if ok || res == Err(EIO) {
+            self.stale_push(k.key, k.nic);
+        }
+    }
+
+    fn stale_push(&self, key: u64, nic: u32) {
+        let mut stale = self.proc.stale.lock().expect("stale lock");
+        if stale.len() >= MAX_STALE {
+            stale.pop_front();
+        }
+        stale.push_back((key, nic));
     }
 
     // ---- ZERONIC_IOC_MR_DEREG --------------------------------------------
@@ -557,12 +607,13 @@ impl<'a> Fuzzer<'a> {
         };
         let (key, mut nic, source, mut expect) = match own {
             Some(k) if self.rng.chance(1, 12) => {
-                // The right key named with another NIC: no such region.
+                // The right key named with another NIC: no such region
+                // (ENOENT, or ENODEV for a NIC index that does not exist).
                 (
                     k.key,
                     k.nic ^ self.rng.range(1, u64::from(u32::MAX)) as u32,
                     "own key, other nic",
-                    Expect::Exactly(ENOENT),
+                    Expect::Fail,
                 )
             }
             Some(k) => (k.key, k.nic, "own key", Expect::Documented),
@@ -587,11 +638,17 @@ impl<'a> Fuzzer<'a> {
                     "random key",
                     Expect::Documented,
                 ),
-                _ => (0, self.pick_nic(), "key 0", Expect::Exactly(ENOENT)),
+                _ => (0, self.pick_nic(), "key 0", Expect::Fail),
             },
         };
         if key == 0 {
-            expect = Expect::Exactly(ENOENT);
+            // Never handed out: no region. On NIC 0, which exists, exactly
+            // ENOENT (MR_DEREG needs no NIC, bound or not).
+            expect = if nic == 0 {
+                Expect::Exactly(ENOENT)
+            } else {
+                Expect::Fail
+            };
         }
         if self.rng.chance(1, 20) && matches!(expect, Expect::Documented) {
             nic = self.pick_nic();
@@ -622,11 +679,7 @@ impl<'a> Fuzzer<'a> {
                 .lock()
                 .expect("keys lock")
                 .retain(|k| k.key != key);
-            let mut stale = self.proc.stale.lock().expect("stale lock");
-            if stale.len() >= MAX_STALE {
-                stale.pop_front();
-            }
-            stale.push_back((key, nic));
+            self.stale_push(key, nic);
         }
     }
 
