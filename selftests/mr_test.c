@@ -125,8 +125,8 @@ static int read_full(int fd, void *buf, size_t len)
  * The kernel's own pin counters (docs/uapi.md, "Observing pins"), so leak
  * checks do not rest on the driver's word alone: the outstanding FOLL_PIN
  * pins of the whole kernel (/proc/vmstat nr_foll_pin_acquired -
- * nr_foll_pin_released; written to, vm.stat_refresh folds the per-CPU
- * deltas first) and this process's VmPin (mm->pinned_vm).
+ * nr_foll_pin_released; writing vm.stat_refresh folds the per-CPU deltas
+ * first) and this process's VmPin (mm->pinned_vm).
  */
 static long long pins_outstanding(void)
 {
@@ -155,14 +155,33 @@ static long long pins_outstanding(void)
 	return acquired < 0 || released < 0 ? -1 : acquired - released;
 }
 
-/* The outstanding pins once they equal want, or after 5 s, allowing for
- * releases that complete after the call returned and for the fold's lag. */
-static long long pins_settle(long long want)
+/*
+ * Other I/O of the guest (9p's zero-copy requests) pins pages for moments,
+ * so a single reading may be high. At rest: the least of readings over
+ * 200 ms. A leak check waits up to 5 s for the count to come down to the
+ * baseline (releases that complete after a call returned, the fold's lag,
+ * other I/O), and fails if it stays above.
+ */
+static long long pins_at_rest(void)
+{
+	long long least = pins_outstanding(), n;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		usleep(50 * 1000);
+		n = pins_outstanding();
+		if (n < least)
+			least = n;
+	}
+	return least;
+}
+
+static long long pins_settle(long long base)
 {
 	long long n = pins_outstanding();
 	int i;
 
-	for (i = 0; i < 50 && n != want; i++) {
+	for (i = 0; i < 50 && n > base; i++) {
 		usleep(100 * 1000);
 		n = pins_outstanding();
 	}
@@ -176,7 +195,7 @@ static long long initial_pins = -1;
 
 __attribute__((constructor)) static void record_initial_pins(void)
 {
-	initial_pins = pins_outstanding();
+	initial_pins = pins_at_rest();
 }
 
 FIXTURE(mr)
@@ -197,7 +216,7 @@ FIXTURE_SETUP(mr)
 	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s", ZERONIC_DEVICE_PATH, strerror(errno));
 	ASSERT_EQ(0, zn_query(self->fd, 0, &self->base))
 		TH_LOG("ZERONIC_IOC_QUERY on NIC 0 failed: is a NIC bound?");
-	self->base_pins = pins_outstanding();
+	self->base_pins = pins_at_rest();
 	ASSERT_LE(0, self->base_pins) TH_LOG("no nr_foll_pin_* in /proc/vmstat");
 	self->base_vmpin = vm_pin_kb();
 	ASSERT_LE(0, self->base_vmpin) TH_LOG("no VmPin in /proc/self/status");
@@ -216,7 +235,7 @@ FIXTURE_TEARDOWN(mr)
 #define EXPECT_NO_PIN_LEAK() do { \
 	long long __pins = pins_settle(self->base_pins); \
 	long __kb = vm_pin_kb(); \
-	EXPECT_EQ(self->base_pins, __pins) \
+	EXPECT_GE(self->base_pins, __pins) \
 		TH_LOG("outstanding FOLL_PIN pins (/proc/vmstat): %lld at the start, %lld now", \
 		       self->base_pins, __pins); \
 	EXPECT_EQ(self->base_vmpin, __kb) \
@@ -1214,7 +1233,7 @@ TEST_F(mr, no_region_left_behind)
 	EXPECT_EQ(0u, self->base.mr_in_use);
 	EXPECT_EQ(0ull, self->base.pinned_pages);
 	/* And the kernel holds no pin that it did not hold before the tests. */
-	EXPECT_EQ(initial_pins, pins)
+	EXPECT_GE(initial_pins, pins)
 		TH_LOG("outstanding FOLL_PIN pins: %lld before the tests, %lld after",
 		       initial_pins, pins);
 }

@@ -140,8 +140,9 @@ ZN_XFER=$ZN_ROOT/selftests/net_xfer.py
 # transfer of SIZE seeded bytes from side FROM to the other side (its
 # ZN_ADDR_*, or ADDR), checked byte for byte by the receiver, which prints
 # its verdict. Give each call its own PORT (zn_case runs it in a subshell).
+# ZN_XFER_TIMEOUT: seconds either end waits for data (120).
 zn_xfer() {
-	local from=$1 size=$2 port=$3 to addr rpid out rc=0 ZN_PFX
+	local from=$1 size=$2 port=$3 to addr rpid out rc=0 ZN_PFX tmo=${ZN_XFER_TIMEOUT:-120}
 	shift 3
 	to=$(zn_other "$from")
 	addr=$(zn_side_addr "$to")
@@ -153,11 +154,11 @@ zn_xfer() {
 	zn_pfx "$to"
 	out=$(mktemp)
 	"${ZN_PFX[@]}" python3 "$ZN_XFER" recv --bind "$addr" --port "$port" \
-		--size "$size" --seed "$size" >"$out" 2>&1 &
+		--size "$size" --seed "$size" --timeout "$tmo" >"$out" 2>&1 &
 	rpid=$!
 	zn_wait_listen "$to" "$port" || { kill "$rpid"; wait "$rpid"; cat "$out"; rm -f "$out"; return 1; }
 	zn_in "$from" python3 "$ZN_XFER" send --host "$addr" --port "$port" \
-		--size "$size" --seed "$size" "$@" || { echo "sender failed"; rc=1; }
+		--size "$size" --seed "$size" --timeout "$tmo" "$@" || { echo "sender failed"; rc=1; }
 	wait "$rpid" || rc=1
 	cat "$out"
 	rm -f "$out"

@@ -19,7 +19,8 @@ esac
 
 . "$(dirname "$0")/net_lib.sh"
 
-FUZZ=$ZN_ROOT/target/release/zn-fuzz
+# ZN_FUZZ_BIN: another build of zn-fuzz.
+FUZZ=${ZN_FUZZ_BIN:-$ZN_ROOT/target/release/zn-fuzz}
 SECS=${ZN_FUZZ_SECS:-60}
 
 # zn-fuzz's oracles, in the order it prints them: "name|what the case says".

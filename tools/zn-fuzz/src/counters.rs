@@ -104,7 +104,7 @@ pub fn nic_counters_as(uid: u32) -> Result<NicCounters> {
 /// Outstanding `FOLL_PIN` pins of the whole kernel, `nr_foll_pin_acquired`
 /// minus `nr_foll_pin_released`, after folding the per-CPU deltas
 /// (`vm.stat_refresh`, root only; without it the counters lag by about a
-/// second, which [`settle`] and [`pins_at_rest`] wait out).
+/// second, which [`pins_back_to`] and [`pins_at_rest`] wait out).
 pub fn pins_outstanding() -> Result<i64> {
     let _ = fs::write("/proc/sys/vm/stat_refresh", "1");
     let s = fs::read_to_string("/proc/vmstat").context("read /proc/vmstat")?;
@@ -132,18 +132,30 @@ pub fn settle<T: PartialEq + Copy>(
     }
 }
 
-/// The outstanding pins once two readings 1.2 s apart agree (at rest).
+/// The outstanding pins at rest: the least of readings over 2 s. Other I/O
+/// in the guest (9p's zero-copy requests) pins pages for moments; those
+/// come and go, so the least reading is what stays.
 pub fn pins_at_rest() -> Result<i64> {
-    let mut b = pins_outstanding()?;
+    let mut least = pins_outstanding()?;
     for _ in 0..10 {
-        sleep(Duration::from_millis(1200));
-        let a = b;
-        b = pins_outstanding()?;
-        if a == b {
-            break;
-        }
+        sleep(Duration::from_millis(200));
+        least = least.min(pins_outstanding()?);
     }
-    Ok(b)
+    Ok(least)
+}
+
+/// Waits up to `secs` for the outstanding pins to come down to `base`;
+/// the last reading. A leak keeps them above it; other I/O only adds
+/// pins for moments.
+pub fn pins_back_to(secs: u64, base: i64) -> Result<i64> {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v = pins_outstanding()?;
+        if v <= base || Instant::now() >= end {
+            return Ok(v);
+        }
+        sleep(Duration::from_millis(200));
+    }
 }
 
 /// `VmPin` of this process in kB.

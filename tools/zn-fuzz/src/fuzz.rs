@@ -152,6 +152,8 @@ pub struct Fuzzer<'a> {
     nics: u32,
     /// mr_max_bytes of the last successful QUERY.
     max_bytes: u64,
+    /// The last call failed with ENODEV.
+    unbound: bool,
 }
 
 /// The raw ioctl; `Ok` with the return value.
@@ -207,6 +209,7 @@ impl<'a> Fuzzer<'a> {
             mem,
             nics,
             max_bytes,
+            unbound: false,
         })
     }
 
@@ -236,6 +239,12 @@ impl<'a> Fuzzer<'a> {
         } else {
             self.fd_op();
         }
+        if self.unbound {
+            // While the NIC is unbound every call fails at once: do not
+            // spin, the racer's bind needs the CPU.
+            self.unbound = false;
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 
     fn pick_nic(&mut self) -> u32 {
@@ -251,7 +260,7 @@ impl<'a> Fuzzer<'a> {
     /// Checks one result; true if the call succeeded.
     #[allow(clippy::too_many_arguments)]
     fn verdict(
-        &self,
+        &mut self,
         call: Call,
         file: &FileRef,
         cmd: u32,
@@ -265,6 +274,7 @@ impl<'a> Fuzzer<'a> {
             Err(e) => e as i32,
         };
         self.shared.count(call as usize, errno);
+        self.unbound |= res == Err(ENODEV);
         let mut problem = None;
         match res {
             Err(e) if !errnos::allowed(call, e) => {
@@ -439,10 +449,14 @@ impl<'a> Fuzzer<'a> {
                 let (a, l) = inside(r, m.volatile, 64 * ps);
                 (a, l, "mapping changing under the call", false, false)
             }
-            6 => {
-                let (a, l) = inside(r, m.hole, 4 * ps);
-                (a, l, "unmapped range", false, false)
-            }
+            6 => match m.hole() {
+                // Into the PROT_NONE page after it, if longer than a page.
+                Some(h) => {
+                    let (a, l) = inside(r, h, 4 * ps);
+                    (a, l, "unmapped page", true, true)
+                }
+                None => (m.none.addr, ps, "PROT_NONE mapping", true, true),
+            },
             7 => {
                 let a = *r.pick(&[
                     0u64,

@@ -79,8 +79,8 @@ pub struct Mem {
     pub shm: Region,
     /// Read-write at start; threads change its protection and replace it.
     pub volatile: Region,
-    /// Was mapped, then unmapped (the process may map something there later).
-    pub hole: Region,
+    /// One unmapped page between two `PROT_NONE` pages (see [`Mem::hole`]).
+    hole_page: Region,
 }
 
 impl Mem {
@@ -138,12 +138,15 @@ impl Mem {
             addr: anon(1 << 20, libc::PROT_READ | libc::PROT_WRITE)?,
             len: 1 << 20,
         };
-        let hole = Region {
-            addr: anon(64 << 10, libc::PROT_NONE)?,
-            len: 64 << 10,
+        // One page, so no later mapping of this process (all larger than a
+        // page) fits into it; `hole()` checks anyway.
+        let guard = anon(3 * ps, libc::PROT_NONE)?;
+        let hole_page = Region {
+            addr: guard + ps,
+            len: ps,
         };
-        // SAFETY: the mapping just made, never referenced.
-        unsafe { libc::munmap(hole.addr as *mut libc::c_void, hole.len as usize) };
+        // SAFETY: the middle page of the mapping just made, never referenced.
+        unsafe { libc::munmap(hole_page.addr as *mut libc::c_void, ps as usize) };
         Ok(Mem {
             ps,
             rw,
@@ -151,8 +154,24 @@ impl Mem {
             none,
             shm,
             volatile,
-            hole,
+            hole_page,
         })
+    }
+
+    /// A page with nothing mapped, between two `PROT_NONE` pages; `None` if
+    /// something got mapped there after all (then it is not used: the kernel
+    /// must not write into a mapping some other code of ours made).
+    pub fn hole(&self) -> Option<Region> {
+        let mut vec = 0u8;
+        // SAFETY: mincore writes one byte for the one page asked about.
+        let r = unsafe {
+            libc::mincore(
+                self.hole_page.addr as *mut libc::c_void,
+                self.ps as usize,
+                &mut vec,
+            )
+        };
+        (r != 0 && Errno::last() == Errno::ENOMEM).then_some(self.hole_page)
     }
 
     /// Changes `volatile` under the other threads' calls: a new protection,
@@ -271,10 +290,10 @@ impl ArgPages {
                 mem.none.addr + rng.below(mem.none.len - size),
                 "PROT_NONE mapping",
             ),
-            3 => Place::Bad(
-                mem.hole.addr + rng.below(mem.hole.len - size),
-                "unmapped range",
-            ),
+            3 => match mem.hole() {
+                Some(h) => Place::Bad(h.addr + rng.below(h.len - size + 1), "unmapped page"),
+                None => Place::Bad(mem.none.addr, "PROT_NONE mapping"),
+            },
             _ => {
                 let (a, what) = *rng.pick(BAD_ADDRS);
                 Place::Bad(a, what)

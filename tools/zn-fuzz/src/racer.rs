@@ -64,55 +64,97 @@ impl Racer {
             .is_ok_and(|s| s.success())
     }
 
-    /// Races until `deadline`, then leaves the NIC bound.
+    /// Unbinds and binds until `deadline`.
+    fn rebind_loop(&self, rng: &mut Rng, deadline: Instant, shared: &Shared) -> Result<()> {
+        let mut slowest = Duration::ZERO;
+        while Instant::now() < deadline {
+            sleep(Duration::from_millis(rng.range(1000, 4000)));
+            if Instant::now() >= deadline {
+                break;
+            }
+            let mut took = Duration::ZERO;
+            if self.bound() {
+                took += self.write("unbind")?;
+            }
+            // Calls meet an unbound NIC for a while.
+            sleep(Duration::from_millis(rng.below(300)));
+            took += self.write("bind")?;
+            if !self.bound() {
+                bail!("{} is not bound after writing bind", self.bdf);
+            }
+            slowest = slowest.max(took);
+            shared.rebinds.fetch_add(1, Relaxed);
+        }
+        println!(
+            "zn-fuzz: racer: slowest unbind + bind {:.1}s",
+            slowest.as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// Changes MTUs and takes ports down and up until `deadline`. The ports
+    /// move (a rebind makes new ones in the racer's namespace): an attempt
+    /// that fails tries the other (namespace, name) pairs.
+    fn link_loop(&self, rng: &mut Rng, deadline: Instant, shared: &Shared) {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for ns in &self.netns {
+            for dev in &self.ifaces {
+                pairs.push((ns.clone(), dev.clone()));
+            }
+        }
+        while Instant::now() < deadline {
+            let flip = rng.chance(1, 5);
+            let mtu = match rng.below(8) {
+                0 => 68,
+                1 => 1500,
+                2 => 9000,
+                3 => self.max_mtu,
+                4 => self.max_mtu + 1, // refused
+                _ => rng.range(68, u64::from(self.max_mtu)) as u32,
+            };
+            let start = rng.below(pairs.len() as u64) as usize;
+            for i in 0..pairs.len() {
+                let (ns, dev) = &pairs[(start + i) % pairs.len()];
+                if flip {
+                    if self.ip_link(ns, dev, &["down"]) {
+                        sleep(Duration::from_millis(rng.below(100)));
+                        if self.ip_link(ns, dev, &["up"]) {
+                            shared.link_flips.fetch_add(1, Relaxed);
+                        }
+                        break;
+                    }
+                } else if self.ip_link(ns, dev, &["mtu", &mtu.to_string()]) {
+                    shared.mtu_changes.fetch_add(1, Relaxed);
+                    break;
+                } else if mtu > self.max_mtu {
+                    break; // refused, as it must be
+                }
+            }
+            sleep(Duration::from_millis(rng.range(20, 200)));
+        }
+    }
+
+    /// Races until `deadline` (rebinding and link changes in two threads),
+    /// then leaves the NIC bound.
     pub fn run(&self, seed: u64, deadline: Instant, shared: &Shared) -> Result<()> {
         let mut rng = Rng::stream(seed, 0xffff, 0);
-        let mut next_rebind = Instant::now() + Duration::from_millis(rng.range(1000, 4000));
-        while Instant::now() < deadline {
-            if self.rebind && Instant::now() >= next_rebind {
-                if self.bound() {
-                    self.write("unbind")?;
-                }
-                // Calls meet an unbound NIC for a while.
-                sleep(Duration::from_millis(rng.below(400)));
-                self.write("bind")?;
-                if !self.bound() {
-                    bail!("{} is not bound after writing bind", self.bdf);
-                }
-                shared.rebinds.fetch_add(1, Relaxed);
-                next_rebind = Instant::now() + Duration::from_millis(rng.range(1000, 5000));
-                continue;
+        let mut rng2 = Rng::stream(seed, 0xffff, 1);
+        let res = std::thread::scope(|s| {
+            if !self.ifaces.is_empty() {
+                s.spawn(|| self.link_loop(&mut rng2, deadline, shared));
             }
-            let ns = rng.pick(&self.netns).clone();
-            let dev = rng.pick(&self.ifaces).clone();
-            if rng.chance(1, 5) {
-                if self.ip_link(&ns, &dev, &["down"]) {
-                    sleep(Duration::from_millis(rng.below(100)));
-                    if self.ip_link(&ns, &dev, &["up"]) {
-                        shared.link_flips.fetch_add(1, Relaxed);
-                    }
-                }
+            if self.rebind {
+                self.rebind_loop(&mut rng, deadline, shared)
             } else {
-                let mtu = match rng.below(8) {
-                    0 => 68,
-                    1 => 1500,
-                    2 => 9000,
-                    3 => self.max_mtu,
-                    4 => self.max_mtu + 1, // refused
-                    _ => rng.range(68, u64::from(self.max_mtu)) as u32,
-                };
-                if self.ip_link(&ns, &dev, &["mtu", &mtu.to_string()]) {
-                    shared.mtu_changes.fetch_add(1, Relaxed);
-                }
+                Ok(())
             }
-            sleep(Duration::from_millis(rng.range(50, 300)));
-        }
-        if !self.bound() {
+        });
+        if self.rebind && !self.bound() {
             self.write("bind")?;
+            if !self.bound() {
+                bail!("{} is not bound at the end", self.bdf);
+            }
         }
-        if !self.bound() {
-            bail!("{} is not bound at the end", self.bdf);
-        }
-        Ok(())
+        res
     }
 }
