@@ -35,7 +35,7 @@ two-port|two-guest)
 		bound || { echo "$bdf not bound"; return 1; }
 		local ports
 		ports=$("$ZN_ROOT/target/release/zn-probe" | sed -n 's/.* ports=\([0-9]*\) .*/\1/p')
-		dmesg | grep -q "zeronic $bdf: ZeroNIC 1\.[0-9]*: $ports port(s)" ||
+		dmesg | grep -q "zeronic $bdf: ZeroNIC 2\.[0-9]*: $ports port(s)" ||
 			{ echo "no identity line for $ports port(s)"; return 1; }
 	}
 	zn_case "the driver binds and logs the NIC's identity" identity_logged

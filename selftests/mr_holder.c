@@ -53,7 +53,7 @@ static const char *err_name(int err)
 	return buf;
 }
 
-static int reg(int fd, void *addr, __u64 len, __u32 *key)
+static int reg(int fd, void *addr, __u64 len, __u64 *key)
 {
 	struct zeronic_mr_reg r = {
 		.addr = (uintptr_t)addr,
@@ -67,7 +67,7 @@ static int reg(int fd, void *addr, __u64 len, __u32 *key)
 	return 0;
 }
 
-static int dereg(int fd, __u32 key)
+static int dereg(int fd, __u64 key)
 {
 	struct zeronic_mr_dereg d = { .key = key };
 
@@ -129,7 +129,7 @@ static int cmd_hold(unsigned long mib, unsigned long n)
 	size_t ps = (size_t)sysconf(_SC_PAGESIZE), slice;
 	char *buf = map_mib(mib + 1), line[64];
 	int fd = open_dev(), err;
-	__u32 *keys, extra = 0;
+	__u64 *keys, extra = 0;
 	unsigned long i;
 
 	if (!n || n * ps > mib * MiB) {
@@ -186,7 +186,7 @@ static int cmd_churn(unsigned long mib)
 {
 	char *buf = map_mib(mib);
 	int fd = open_dev(), err, ready = 0;
-	__u32 k1 = 0, k2 = 0;
+	__u64 k1 = 0, k2 = 0;
 
 	for (;;) {
 		err = reg(fd, buf, mib * MiB, &k1);
@@ -208,7 +208,7 @@ static int cmd_reg(unsigned long mib)
 {
 	char *buf = map_mib(mib);
 	int fd = open_dev(), err, derr;
-	__u32 key = 0;
+	__u64 key = 0;
 
 	err = reg(fd, buf, mib * MiB, &key);
 	printf("reg %s\n", err_name(err));

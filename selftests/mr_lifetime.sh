@@ -277,7 +277,7 @@ reload() {
 	zn_load || return 1
 	zn_wait_path present /dev/zeronic || { echo "no /dev/zeronic"; return 1; }
 	bound || { echo "$bdf not bound after reload"; return 1; }
-	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 1\.[0-9]*:" ||
+	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 2\.[0-9]*:" ||
 		{ echo "no identity line after reload"; return 1; }
 	pinned_is "$base_pages" || return 1
 	holder_start hold 4 2 || return 1

@@ -2,7 +2,9 @@
 /*
  * The memory-registration ABI of /dev/zeronic on NIC 0 (uapi/linux/zeronic.h,
  * docs/uapi.md): ZERONIC_IOC_QUERY, ZERONIC_IOC_MR_REG, ZERONIC_IOC_MR_DEREG,
- * their errors, key ownership, RLIMIT_MEMLOCK accounting, and the release of
+ * their errors, keys (never repeated, not predictable, per file and NIC),
+ * per-user accounting (RLIMIT_MEMLOCK on the user's locked_vm, the user's
+ * share of the MR Table) however the file is shared, and the release of
  * every region when the file's last reference goes (close, exit, kill).
  *
  * Needs the zeronic module loaded and a NIC bound (topology two-port or
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -64,7 +67,7 @@ static int zn_reg_raw(int fd, struct zeronic_mr_reg *r)
 	return ioctl(fd, ZERONIC_IOC_MR_REG, r) ? errno : 0;
 }
 
-static int zn_reg(int fd, const void *addr, __u64 len, __u32 access, __u32 *key)
+static int zn_reg(int fd, const void *addr, __u64 len, __u32 access, __u64 *key)
 {
 	struct zeronic_mr_reg r = {
 		.addr = (uintptr_t)addr,
@@ -79,9 +82,9 @@ static int zn_reg(int fd, const void *addr, __u64 len, __u32 access, __u32 *key)
 	return err;
 }
 
-static int zn_dereg(int fd, __u32 key)
+static int zn_dereg(int fd, __u64 key)
 {
-	struct zeronic_mr_dereg d = { .key = key };
+	struct zeronic_mr_dereg d = { .key = key, .nic = 0 };
 
 	return ioctl(fd, ZERONIC_IOC_MR_DEREG, &d) ? errno : 0;
 }
@@ -270,17 +273,23 @@ TEST(abi_layout)
 	EXPECT_EQ(120u, sizeof(struct zeronic_query));
 	EXPECT_EQ(16u, sizeof(struct zeronic_port_info));
 	EXPECT_EQ(32u, sizeof(struct zeronic_mr_reg));
-	EXPECT_EQ(8u, sizeof(struct zeronic_mr_dereg));
+	EXPECT_EQ(16u, sizeof(struct zeronic_mr_dereg));
+	EXPECT_EQ(2, ZERONIC_UAPI_VERSION);
 	EXPECT_OFFSET(struct zeronic_query, mr_max_bytes, 32);
 	EXPECT_OFFSET(struct zeronic_query, pinned_pages, 40);
 	EXPECT_OFFSET(struct zeronic_query, ports, 56);
-	EXPECT_OFFSET(struct zeronic_query, reserved, 88);
+	EXPECT_OFFSET(struct zeronic_query, mr_user_max, 88);
+	EXPECT_OFFSET(struct zeronic_query, mr_user_in_use, 92);
+	EXPECT_OFFSET(struct zeronic_query, user_locked_pages, 96);
+	EXPECT_OFFSET(struct zeronic_query, held_pages, 104);
+	EXPECT_OFFSET(struct zeronic_query, reserved, 112);
 	EXPECT_OFFSET(struct zeronic_mr_reg, nic, 16);
 	EXPECT_OFFSET(struct zeronic_mr_reg, key, 24);
-	EXPECT_OFFSET(struct zeronic_mr_dereg, reserved, 4);
+	EXPECT_OFFSET(struct zeronic_mr_dereg, nic, 8);
+	EXPECT_OFFSET(struct zeronic_mr_dereg, reserved, 12);
 	EXPECT_EQ(0xC078DA00u, (unsigned int)ZERONIC_IOC_QUERY);
-	EXPECT_EQ(0xC020DA01u, (unsigned int)ZERONIC_IOC_MR_REG);
-	EXPECT_EQ(0x4008DA02u, (unsigned int)ZERONIC_IOC_MR_DEREG);
+	EXPECT_EQ(0xC020DA03u, (unsigned int)ZERONIC_IOC_MR_REG);
+	EXPECT_EQ(0x4010DA04u, (unsigned int)ZERONIC_IOC_MR_DEREG);
 }
 
 /* ---- QUERY ---------------------------------------------------------------- */
@@ -292,16 +301,20 @@ TEST_F(mr, query_describes_nic0)
 
 	EXPECT_EQ(0u, q->nic);
 	EXPECT_LE(1u, q->num_nics);
-	EXPECT_EQ(1u, q->hw_version >> 16) TH_LOG("hw_version 0x%x", q->hw_version);
+	EXPECT_EQ(2u, q->hw_version >> 16) TH_LOG("hw_version 0x%x", q->hw_version);
 	EXPECT_LE(1u, q->num_ports);
 	EXPECT_GE((__u32)ZERONIC_MAX_PORTS, q->num_ports);
 	EXPECT_NE(0u, q->caps);
 	EXPECT_LT(0u, q->mr_capacity);
 	EXPECT_LE(256 * MiB, q->mr_max_bytes);
 	EXPECT_GE(q->mr_capacity, q->mr_in_use);
+	EXPECT_LE(1u, q->mr_user_max);
+	EXPECT_GE(q->mr_capacity, q->mr_user_max);
+	EXPECT_EQ(0u, q->mr_user_in_use);
+	EXPECT_EQ(0ull, q->held_pages);
 	for (i = 0; i < ZERONIC_MAX_PORTS; i++)
 		EXPECT_EQ(0u, q->ports[i].reserved);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 1; i++)
 		EXPECT_EQ(0ull, q->reserved[i]);
 }
 
@@ -314,7 +327,7 @@ TEST_F(mr, query_ignores_and_zeroes_reserved)
 	memset(&q, 0xff, sizeof(q));
 	q.nic = 0;
 	ASSERT_EQ(0, ioctl(self->fd, ZERONIC_IOC_QUERY, &q)) TH_LOG("%s", strerror(errno));
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 1; i++)
 		EXPECT_EQ(0ull, q.reserved[i]);
 	for (i = 0; i < ZERONIC_MAX_PORTS; i++)
 		EXPECT_EQ(0u, q.ports[i].reserved);
@@ -362,15 +375,36 @@ TEST_F(mr, wrong_size_or_direction_is_enotty)
 	EXPECT_EQ(-1, ioctl(self->fd, _IOR(ZERONIC_IOCTL_TYPE, 0x00, struct zeronic_query), &r));
 	EXPECT_EQ(ENOTTY, errno);
 	errno = 0;
-	EXPECT_EQ(-1, ioctl(self->fd, _IOWR(ZERONIC_IOCTL_TYPE, 0x02, struct zeronic_mr_dereg), &r));
+	EXPECT_EQ(-1, ioctl(self->fd, _IOWR(ZERONIC_IOCTL_TYPE, 0x04, struct zeronic_mr_dereg), &r));
 	EXPECT_EQ(ENOTTY, errno);
+}
+
+/* Version 1's MR_REG and MR_DEREG (32-bit keys) are retired, never reused. */
+TEST_F(mr, retired_version1_numbers_are_enotty)
+{
+	struct { __u64 addr, length; __u32 nic, access, key, reserved; } r1 = { 0 };
+	struct { __u32 key, reserved; } d1 = { 0 };
+	char *buf = map_populated(self->ps);
+
+	ASSERT_NE(NULL, buf);
+	r1.addr = (uintptr_t)buf;
+	r1.length = self->ps;
+	r1.access = ACC_RW;
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->fd, _IOWR(ZERONIC_IOCTL_TYPE, 0x01, r1), &r1));
+	EXPECT_EQ(ENOTTY, errno);
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->fd, _IOW(ZERONIC_IOCTL_TYPE, 0x02, d1), &d1));
+	EXPECT_EQ(ENOTTY, errno);
+	EXPECT_COUNTS(0, 0);
+	munmap(buf, self->ps);
 }
 
 /* ---- MR_REG / MR_DEREG: valid registrations -------------------------------- */
 
 /* Registers [p, p + len) with access, checks the counters, deregisters. */
 #define REG_CHECK_DEREG(p, len, access) do { \
-	__u32 __key = 0; \
+	__u64 __key = 0; \
 	__u64 __pages = span_pages((p), (len)); \
 	ASSERT_EQ(0, zn_reg(self->fd, (p), (len), (access), &__key)) \
 		TH_LOG("register %llu bytes at +%#lx: %s", (unsigned long long)(len), \
@@ -437,7 +471,7 @@ TEST_F_TIMEOUT(mr, reg_256mib, 300)
 	size_t len = 256 * MiB;
 	char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	__u32 key = 0;
+	__u64 key = 0;
 
 	ASSERT_NE(MAP_FAILED, buf);
 	ASSERT_EQ(0, zn_reg(self->fd, buf, len, ACC_RW, &key)) TH_LOG("%s", strerror(errno));
@@ -452,7 +486,7 @@ TEST_F(mr, reg_read_only_mapping)
 {
 	size_t len = 4 * self->ps;
 	char *buf = map_populated(len);
-	__u32 key;
+	__u64 key;
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_EQ(0, mprotect(buf, len, PROT_READ));
@@ -471,7 +505,7 @@ TEST_F(mr, reg_write_over_partly_read_only_range)
 {
 	size_t len = 4 * self->ps;
 	char *buf = map_populated(len);
-	__u32 key;
+	__u64 key;
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_EQ(0, mprotect(buf + 3 * self->ps, self->ps, PROT_READ));
@@ -487,7 +521,7 @@ TEST_F(mr, keys_are_nonzero_and_distinct)
 	enum { N = 16 };
 	size_t len = N * self->ps;
 	char *buf = map_populated(len);
-	__u32 keys[N];
+	__u64 keys[N];
 	__u64 pages = 0;
 	int i, j, dups = 0;
 
@@ -504,7 +538,8 @@ TEST_F(mr, keys_are_nonzero_and_distinct)
 		for (j = i + 1; j < N; j++) {
 			if (keys[i] != keys[j])
 				continue;
-			TH_LOG("keys %d and %d are both %#x", i, j, keys[i]);
+			TH_LOG("keys %d and %d are both %#llx", i, j,
+			       (unsigned long long)keys[i]);
 			dups++;
 		}
 	}
@@ -514,6 +549,47 @@ TEST_F(mr, keys_are_nonzero_and_distinct)
 		EXPECT_EQ(0, zn_dereg(self->fd, keys[i]));
 	EXPECT_COUNTS(0, 0);
 	munmap(buf, len);
+}
+
+/*
+ * Registering and deregistering the same page over and over reuses the same
+ * MR Table slot, yet never gets a key back that the file saw before, and the
+ * generation part of consecutive keys is not a counter (version 1's was +1,
+ * and repeated after 65535 registrations).
+ */
+TEST_F_TIMEOUT(mr, keys_never_repeat_and_are_not_sequential, 300)
+{
+	enum { N = 4096 };
+	char *buf = map_populated(self->ps);
+	__u64 *keys = calloc(N, sizeof(*keys));
+	int i, j, dups = 0, steps = 0;
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, keys);
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(0, zn_reg(self->fd, buf, 1, ACC_RW, &keys[i])) TH_LOG("registration %d", i);
+		ASSERT_EQ(0, zn_dereg(self->fd, keys[i]));
+		EXPECT_NE(0ull, keys[i]);
+	}
+	for (i = 1; i < N; i++) {
+		__u64 g0 = keys[i - 1] >> 16, g1 = keys[i] >> 16;
+
+		if (g1 == g0 + 1 || g1 + 1 == g0)
+			steps++;
+	}
+	for (i = 0; i < N; i++)
+		for (j = i + 1; j < N && dups < 10; j++)
+			if (keys[i] == keys[j]) {
+				TH_LOG("registrations %d and %d both got key %#llx", i, j,
+				       (unsigned long long)keys[i]);
+				dups++;
+			}
+	EXPECT_EQ(0, dups);
+	/* Random 48-bit generations: a difference of one has probability 2^-47 per pair. */
+	EXPECT_EQ(0, steps) TH_LOG("%d of %d consecutive generations differ by one", steps, N - 1);
+	EXPECT_COUNTS(0, 0);
+	free(keys);
+	munmap(buf, self->ps);
 }
 
 /* key is out-only: what userspace leaves in it does not matter. */
@@ -535,7 +611,7 @@ TEST_F(mr, overlapping_registrations)
 {
 	size_t len = 16 * self->ps;
 	char *buf = map_populated(len);
-	__u32 a, b, c;
+	__u64 a, b, c;
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_EQ(0, zn_reg(self->fd, buf, len, ACC_RW, &a));
@@ -559,7 +635,7 @@ TEST_F(mr, region_outlives_munmap)
 {
 	size_t len = 8 * self->ps;
 	char *buf = map_populated(len);
-	__u32 key;
+	__u64 key;
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_EQ(0, zn_reg(self->fd, buf, len, ACC_RW, &key));
@@ -575,7 +651,7 @@ TEST_F(mr, reg_unmapped_is_efault)
 {
 	size_t len = 4 * self->ps;
 	char *buf = map_populated(len);
-	__u32 key;
+	__u64 key;
 
 	ASSERT_NE(NULL, buf);
 	/* A hole in the middle: nothing is pinned, all or nothing. */
@@ -594,7 +670,7 @@ TEST_F(mr, reg_inaccessible_is_efault)
 {
 	size_t len = 2 * self->ps;
 	char *buf = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	__u32 key;
+	__u64 key;
 
 	ASSERT_NE(MAP_FAILED, buf);
 	EXPECT_EQ(EFAULT, zn_reg(self->fd, buf, len, ACC_R, &key));
@@ -610,7 +686,7 @@ TEST_F(mr, reg_inaccessible_is_efault)
 TEST_F(mr, reg_zero_length_is_einval)
 {
 	char *buf = map_populated(self->ps);
-	__u32 key;
+	__u64 key;
 
 	ASSERT_NE(NULL, buf);
 	EXPECT_EQ(EINVAL, zn_reg(self->fd, buf, 0, ACC_RW, &key));
@@ -624,7 +700,7 @@ TEST_F(mr, reg_above_max_bytes_is_e2big)
 	__u64 max = self->base.mr_max_bytes;
 	size_t len = (size_t)max + self->ps;
 	char *buf;
-	__u32 key;
+	__u64 key;
 
 	/*
 	 * Reserve (without backing) a mapping bigger than mr_max_bytes so that
@@ -649,7 +725,7 @@ TEST_F(mr, reg_above_max_bytes_is_e2big)
 
 TEST_F(mr, reg_address_overflow_is_einval)
 {
-	__u32 key;
+	__u64 key;
 
 	EXPECT_EQ(EINVAL, zn_reg(self->fd, (void *)(uintptr_t)(UINT64_MAX - self->ps + 1),
 				 2 * self->ps, ACC_R, &key));
@@ -661,28 +737,13 @@ TEST_F(mr, reg_bad_access_is_einval)
 {
 	static const __u32 bad[] = { 0, 1U << 2, 1U << 31, ACC_RW | (1U << 2), UINT32_MAX };
 	char *buf = map_populated(self->ps);
-	__u32 key;
+	__u64 key;
 	size_t i;
 
 	ASSERT_NE(NULL, buf);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		EXPECT_EQ(EINVAL, zn_reg(self->fd, buf, self->ps, bad[i], &key))
 			TH_LOG("access %#x", bad[i]);
-	EXPECT_COUNTS(0, 0);
-	munmap(buf, self->ps);
-}
-
-TEST_F(mr, reg_nonzero_reserved_is_einval)
-{
-	char *buf = map_populated(self->ps);
-	struct zeronic_mr_reg r = { .length = self->ps, .access = ACC_RW };
-
-	ASSERT_NE(NULL, buf);
-	r.addr = (uintptr_t)buf;
-	r.reserved = 1;
-	EXPECT_EQ(EINVAL, zn_reg_raw(self->fd, &r));
-	r.reserved = 1U << 31;
-	EXPECT_EQ(EINVAL, zn_reg_raw(self->fd, &r));
 	EXPECT_COUNTS(0, 0);
 	munmap(buf, self->ps);
 }
@@ -707,7 +768,7 @@ TEST_F(mr, reg_bad_nic_is_enodev)
 TEST_F(mr, dereg_twice_is_enoent)
 {
 	char *buf = map_populated(self->ps);
-	__u32 key;
+	__u64 key;
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_EQ(0, zn_reg(self->fd, buf, self->ps, ACC_RW, &key));
@@ -720,20 +781,46 @@ TEST_F(mr, dereg_twice_is_enoent)
 
 TEST_F(mr, dereg_made_up_key_is_enoent)
 {
-	static const __u32 made_up[] = { 0, 1, 0x10000, 0xdeadbeef, UINT32_MAX };
+	static const __u64 made_up[] = { 0, 1, 0x10000, 0xdeadbeef, UINT32_MAX, UINT64_MAX };
 	char *buf = map_populated(self->ps);
-	__u32 key;
+	__u64 key;
 	size_t i;
 
 	ASSERT_NE(NULL, buf);
 	for (i = 0; i < sizeof(made_up) / sizeof(made_up[0]); i++)
-		EXPECT_EQ(ENOENT, zn_dereg(self->fd, made_up[i])) TH_LOG("key %#x", made_up[i]);
+		EXPECT_EQ(ENOENT, zn_dereg(self->fd, made_up[i]))
+			TH_LOG("key %#llx", (unsigned long long)made_up[i]);
 	/* With a region registered, neighbours of its key are still nobody's. */
 	ASSERT_EQ(0, zn_reg(self->fd, buf, self->ps, ACC_RW, &key));
 	EXPECT_EQ(ENOENT, zn_dereg(self->fd, key ^ 0x10000));
 	EXPECT_EQ(ENOENT, zn_dereg(self->fd, key ^ 1));
+	EXPECT_EQ(ENOENT, zn_dereg(self->fd, key ^ (1ULL << 40)));
+	EXPECT_EQ(ENOENT, zn_dereg(self->fd, key & 0xffffffffULL));
 	EXPECT_COUNTS(1, 1);
 	EXPECT_EQ(0, zn_dereg(self->fd, key));
+	munmap(buf, self->ps);
+}
+
+/* A key names a region through (NIC, key): the right key on another NIC index is nobody's. */
+TEST_F(mr, dereg_key_on_another_nic_is_enoent)
+{
+	char *buf = map_populated(self->ps);
+	struct zeronic_mr_dereg d = { 0 };
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ(0, zn_reg(self->fd, buf, self->ps, ACC_RW, &d.key));
+	d.nic = 1;
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->fd, ZERONIC_IOC_MR_DEREG, &d));
+	EXPECT_EQ(ENOENT, errno);
+	d.nic = UINT32_MAX;
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->fd, ZERONIC_IOC_MR_DEREG, &d));
+	EXPECT_EQ(ENOENT, errno);
+	EXPECT_COUNTS(1, 1);
+	d.nic = 0;
+	EXPECT_EQ(0, ioctl(self->fd, ZERONIC_IOC_MR_DEREG, &d)) TH_LOG("%s", strerror(errno));
+	EXPECT_COUNTS(0, 0);
 	munmap(buf, self->ps);
 }
 
@@ -759,7 +846,7 @@ TEST_F(mr, key_of_another_file_is_enoent)
 {
 	char *buf = map_populated(self->ps);
 	int fd2 = open_dev();
-	__u32 key, mine;
+	__u64 key, mine;
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_LE(0, fd2);
@@ -780,7 +867,7 @@ TEST_F(mr, key_of_another_file_is_enoent)
 TEST_F(mr, key_of_another_process_is_enoent)
 {
 	int to_parent[2], to_child[2], status;
-	__u32 key = 0;
+	__u64 key = 0;
 	pid_t child;
 	char go = 'g';
 
@@ -839,7 +926,7 @@ TEST_F(mr, key_of_another_process_is_enoent)
 TEST_F(mr, region_of_shared_file_outlives_registering_child)
 {
 	int to_parent[2], status;
-	__u32 key = 0;
+	__u64 key = 0;
 	pid_t child;
 
 	ASSERT_EQ(0, pipe(to_parent));
@@ -886,7 +973,7 @@ TEST_F(mr, registrations_charge_vmpin)
 	size_t len = 64 * self->ps;
 	char *buf = map_populated(len);
 	long kb = (long)(self->ps / 1024), base = vm_pin_kb();
-	__u32 a, b;
+	__u64 a, b;
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_LE(0, base);
@@ -902,28 +989,11 @@ TEST_F(mr, registrations_charge_vmpin)
 	munmap(buf, len);
 }
 
-/* ---- RLIMIT_MEMLOCK ------------------------------------------------------ */
+/* ---- Per-user accounting: RLIMIT_MEMLOCK and the MR Table share ----------- */
 
-/* Drops CAP_IPC_LOCK from every set of the calling thread; 0 on success. */
-static int drop_cap_ipc_lock(void)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-	int i = CAP_TO_INDEX(CAP_IPC_LOCK);
-	__u32 m = CAP_TO_MASK(CAP_IPC_LOCK);
-
-	if (syscall(SYS_capget, &hdr, data))
-		return -1;
-	data[i].effective &= ~m;
-	data[i].permitted &= ~m;
-	data[i].inheritable &= ~m;
-	if (syscall(SYS_capset, &hdr, data))
-		return -1;
-	memset(data, 0, sizeof(data));
-	if (syscall(SYS_capget, &hdr, data))
-		return -1;
-	return (data[i].effective | data[i].permitted) & m ? -1 : 0;
-}
+/* Users the tests become: not root, so without any capability. */
+#define UID_A 61001
+#define UID_B 61002
 
 #define CHILD_CHECK(cond, code, ...) do { \
 	if (!(cond)) { \
@@ -934,31 +1004,65 @@ static int drop_cap_ipc_lock(void)
 } while (0)
 
 /*
- * In a child (pinned_vm starts at zero in a new mm): RLIMIT_MEMLOCK 1 MiB,
- * without CAP_IPC_LOCK. Returns the exit code: 0 if every step held.
+ * In a child: RLIMIT_MEMLOCK of memlock bytes, then become uid (and gid) with
+ * no supplementary groups. A non-root uid has no capability (no CAP_IPC_LOCK,
+ * no CAP_SYS_RESOURCE). 0 on success.
+ */
+static int become_user(uid_t uid, rlim_t memlock)
+{
+	struct rlimit rl = { .rlim_cur = memlock, .rlim_max = memlock };
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+	    setresgid(uid, uid, uid) || setresuid(uid, uid, uid))
+		return -1;
+	return 0;
+}
+
+/* The calling user's locked_vm in pages, from QUERY, or -1. */
+static long long user_locked_pages(int fd)
+{
+	struct zeronic_query q;
+
+	return zn_query(fd, 0, &q) ? -1 : (long long)q.user_locked_pages;
+}
+
+/*
+ * In a child: RLIMIT_MEMLOCK 1 MiB. Without CAP_IPC_LOCK (as UID_A) the
+ * limit holds exactly; with it (root) the limit is bypassed and the user's
+ * locked_vm is not charged. Returns the exit code: 0 if every step held.
  */
 static int memlock_child(int fd, int keep_cap)
 {
-	struct rlimit rl = { .rlim_cur = 1 * MiB, .rlim_max = 1 * MiB };
 	size_t ps = page_size();
 	char *a = map_populated(512 * KiB), *b = map_populated(2 * MiB);
-	__u32 ka, ka2, kb, kc;
+	__u64 ka, ka2, kb, kc;
+	long long base;
 	int err;
 
 	CHILD_CHECK(a && b, 1, "mmap failed");
-	CHILD_CHECK(setrlimit(RLIMIT_MEMLOCK, &rl) == 0, 2, "setrlimit: %s", strerror(errno));
 	if (keep_cap) {
-		/* CAP_IPC_LOCK bypasses the limit. */
+		struct rlimit rl = { .rlim_cur = 1 * MiB, .rlim_max = 1 * MiB };
+
+		CHILD_CHECK(setrlimit(RLIMIT_MEMLOCK, &rl) == 0, 2, "setrlimit: %s", strerror(errno));
+		base = user_locked_pages(fd);
+		/* CAP_IPC_LOCK bypasses the limit, and the user is not charged. */
 		err = zn_reg(fd, b, 2 * MiB, ACC_RW, &kb);
 		CHILD_CHECK(!err, 3, "2 MiB with CAP_IPC_LOCK: %s", strerror(err));
+		CHILD_CHECK(user_locked_pages(fd) == base, 16, "root's locked_vm moved: %lld -> %lld",
+			    base, user_locked_pages(fd));
 		err = zn_dereg(fd, kb);
 		CHILD_CHECK(!err, 4, "dereg: %s", strerror(err));
 		return 0;
 	}
-	CHILD_CHECK(drop_cap_ipc_lock() == 0, 5, "cannot drop CAP_IPC_LOCK: %s", strerror(errno));
+	CHILD_CHECK(become_user(UID_A, 1 * MiB) == 0, 5, "cannot become uid %d: %s", UID_A,
+		    strerror(errno));
+	CHILD_CHECK(user_locked_pages(fd) == 0, 17, "uid %d starts with %lld pages charged", UID_A,
+		    user_locked_pages(fd));
 
 	err = zn_reg(fd, a, 512 * KiB, ACC_RW, &ka);
 	CHILD_CHECK(!err, 6, "512 KiB under a 1 MiB limit: %s", strerror(err));
+	CHILD_CHECK(user_locked_pages(fd) == (long long)(512 * KiB / ps), 18,
+		    "locked_vm %lld pages after 512 KiB", user_locked_pages(fd));
 	err = zn_reg(fd, b, 2 * MiB, ACC_RW, &kb);
 	CHILD_CHECK(err == ENOMEM, 7, "2 MiB over the limit: want ENOMEM, got %s", strerror(err));
 	/* The failed attempt charged nothing: 512 KiB more reaches the limit exactly. */
@@ -977,19 +1081,22 @@ static int memlock_child(int fd, int keep_cap)
 	CHILD_CHECK(!err, 12, "512 KiB again after dereg: %s", strerror(err));
 	CHILD_CHECK(zn_dereg(fd, ka) == 0 && zn_dereg(fd, ka2) == 0, 13, "dereg failed");
 	/* Everything uncharged: up to the limit in one go. */
+	CHILD_CHECK(user_locked_pages(fd) == 0, 19, "locked_vm %lld pages after deregistering",
+		    user_locked_pages(fd));
 	err = zn_reg(fd, b, 1 * MiB, ACC_RW, &kb);
 	CHILD_CHECK(!err, 14, "1 MiB after deregistering everything: %s", strerror(err));
 	CHILD_CHECK(zn_dereg(fd, kb) == 0, 15, "dereg failed");
 	return 0;
 }
 
-static int run_memlock_child(struct __test_metadata *_metadata, int fd, int keep_cap)
+/* Runs fn(fd, arg) in a child; returns its exit code, -1 if it died. */
+static int run_child(struct __test_metadata *_metadata, int (*fn)(int, int), int fd, int arg)
 {
 	int status;
 	pid_t child = fork();
 
 	if (child == 0)
-		_exit(memlock_child(fd, keep_cap));
+		_exit(fn(fd, arg));
 	if (child < 0 || waitpid(child, &status, 0) != child)
 		return -1;
 	if (!WIFEXITED(status)) {
@@ -1001,15 +1108,171 @@ static int run_memlock_child(struct __test_metadata *_metadata, int fd, int keep
 
 TEST_F(mr, memlock_limit_without_cap_ipc_lock)
 {
-	EXPECT_EQ(0, run_memlock_child(_metadata, self->fd, 0))
+	EXPECT_EQ(0, run_child(_metadata, memlock_child, self->fd, 0))
 		TH_LOG("the child failed a step (see its message)");
 	EXPECT_COUNTS(0, 0);
 }
 
 TEST_F(mr, memlock_limit_bypassed_with_cap_ipc_lock)
 {
-	EXPECT_EQ(0, run_memlock_child(_metadata, self->fd, 1));
+	EXPECT_EQ(0, run_child(_metadata, memlock_child, self->fd, 1));
 	EXPECT_COUNTS(0, 0);
+}
+
+/*
+ * Child step of memlock_bound_is_per_user: as UID_A with RLIMIT_MEMLOCK
+ * 1 MiB, registers kib KiB through the shared file, writes the key to the
+ * pipe fd 'out' (or nothing on error) and exits with the errno (0 on success).
+ * The region outlives the child: it belongs to the file.
+ */
+static int out_fd = -1;
+static int register_as_a(int fd, int kib)
+{
+	char *p = map_populated((size_t)kib * KiB);
+	__u64 key = 0;
+	int err;
+
+	CHILD_CHECK(p, 100, "mmap failed");
+	CHILD_CHECK(become_user(UID_A, 1 * MiB) == 0, 101, "cannot become uid %d", UID_A);
+	err = zn_reg(fd, p, (__u64)kib * KiB, ACC_RW, &key);
+	if (!err)
+		CHILD_CHECK(write(out_fd, &key, sizeof(key)) == sizeof(key), 102, "pipe");
+	return err;
+}
+
+/* UID_A's charge of locked_vm in pages, seen from a child that becomes UID_A. */
+static int report_locked_as_a(int fd, int unused)
+{
+	long long pages;
+
+	(void)unused;
+	CHILD_CHECK(become_user(UID_A, 1 * MiB) == 0, 101, "cannot become uid %d", UID_A);
+	pages = user_locked_pages(fd);
+	CHILD_CHECK(write(out_fd, &pages, sizeof(pages)) == sizeof(pages), 102, "pipe");
+	return 0;
+}
+
+/*
+ * The bound is per user however the file is shared: processes of one user
+ * that register through one inherited file and exit leave their regions, and
+ * their charge, with the user; the next process of that user cannot pin more
+ * than what remains of RLIMIT_MEMLOCK. (Version 1 charged the pinning
+ * process's pinned_vm, so every short-lived child had a fresh limit.)
+ */
+TEST_F(mr, memlock_bound_is_per_user_across_processes)
+{
+	size_t ps = self->ps;
+	__u64 k1, k2;
+	long long pages = -1;
+	int p[2];
+
+	ASSERT_EQ(0, pipe(p));
+	out_fd = p[1];
+	/* First child: 768 KiB of the 1 MiB limit, then exits. */
+	ASSERT_EQ(0, run_child(_metadata, register_as_a, self->fd, 768));
+	ASSERT_EQ(sizeof(k1), read(p[0], &k1, sizeof(k1)));
+	EXPECT_COUNTS(1, 768 * KiB / ps);
+	/* The user still pays for it: a second child of the same user gets ENOMEM for 512 KiB... */
+	EXPECT_EQ(ENOMEM, run_child(_metadata, register_as_a, self->fd, 512));
+	ASSERT_EQ(0, run_child(_metadata, report_locked_as_a, self->fd, 0));
+	ASSERT_EQ(sizeof(pages), read(p[0], &pages, sizeof(pages)));
+	EXPECT_EQ((long long)(768 * KiB / ps), pages);
+	/* ... but the remaining 256 KiB, exactly. */
+	ASSERT_EQ(0, run_child(_metadata, register_as_a, self->fd, 256));
+	ASSERT_EQ(sizeof(k2), read(p[0], &k2, sizeof(k2)));
+	EXPECT_EQ(ENOMEM, run_child(_metadata, register_as_a, self->fd, 4));
+	EXPECT_COUNTS(2, 1 * MiB / ps);
+	/* Root deregisters them through the same file: the user's charge goes. */
+	EXPECT_EQ(0, zn_dereg(self->fd, k1));
+	EXPECT_EQ(0, zn_dereg(self->fd, k2));
+	ASSERT_EQ(0, run_child(_metadata, report_locked_as_a, self->fd, 0));
+	ASSERT_EQ(sizeof(pages), read(p[0], &pages, sizeof(pages)));
+	EXPECT_EQ(0, pages);
+	EXPECT_EQ(0, run_child(_metadata, register_as_a, self->fd, 1024));
+	ASSERT_EQ(sizeof(k1), read(p[0], &k1, sizeof(k1)));
+	EXPECT_EQ(0, zn_dereg(self->fd, k1));
+	EXPECT_COUNTS(0, 0);
+	close(p[0]);
+	close(p[1]);
+	out_fd = -1;
+}
+
+/*
+ * Child of the share tests: becomes uid (RLIMIT_MEMLOCK 64 MiB) and registers
+ * one-byte regions (one page each) on the shared file until an error or n of
+ * them; writes the count, then the errno that stopped it, to out_fd.
+ */
+static int fill_share(int fd, int n_and_uid)
+{
+	uid_t uid = (uid_t)(n_and_uid & 0xffff) + 61000;
+	int n = n_and_uid >> 16, i, err = 0;
+	char *p = map_populated(page_size());
+	__u64 key;
+
+	CHILD_CHECK(p, 100, "mmap failed");
+	CHILD_CHECK(become_user(uid, 64 * MiB) == 0, 101, "cannot become uid %d", (int)uid);
+	for (i = 0; i < n; i++) {
+		err = zn_reg(fd, p, 1, ACC_RW, &key);
+		if (err)
+			break;
+	}
+	CHILD_CHECK(write(out_fd, &i, sizeof(i)) == sizeof(i), 102, "pipe");
+	CHILD_CHECK(write(out_fd, &err, sizeof(err)) == sizeof(err), 102, "pipe");
+	return 0;
+}
+
+#define FILL_ARG(n, uid_index) (((n) << 16) | (uid_index))
+
+/* Runs fill_share as uid 61000 + uid_index; returns what it registered, and its stop errno. */
+static int fill_share_as(struct __test_metadata *_metadata, int fd, int rfd, int n,
+			 int uid_index, int *err)
+{
+	int got = -1;
+
+	*err = -1;
+	if (run_child(_metadata, fill_share, fd, FILL_ARG(n, uid_index)) != 0)
+		return -1;
+	if (read(rfd, &got, sizeof(got)) != sizeof(got) || read(rfd, err, sizeof(*err)) != sizeof(*err))
+		return -1;
+	return got;
+}
+
+/* One user holds at most mr_user_max entries of a NIC (ENOSPC); others are not affected. */
+TEST_F_TIMEOUT(mr, mr_user_share_is_enospc, 300)
+{
+	__u32 max = self->base.mr_user_max;
+	int p[2], got, err;
+
+	if (max == 0 || max >= self->base.mr_capacity - self->base.mr_in_use)
+		SKIP(return, "no per-user share smaller than the free MR Table (max_mrs_per_user=%u)",
+		     max);
+	ASSERT_EQ(0, pipe(p));
+	out_fd = p[1];
+	got = fill_share_as(_metadata, self->fd, p[0], (int)max + 1, 1, &err);
+	EXPECT_EQ((int)max, got);
+	EXPECT_EQ(ENOSPC, err) TH_LOG("stopped by %s", strerror(err));
+	/* The regions outlive the child; the same user still cannot add one ... */
+	got = fill_share_as(_metadata, self->fd, p[0], 1, 1, &err);
+	EXPECT_EQ(0, got);
+	EXPECT_EQ(ENOSPC, err);
+	/* ... another user can. */
+	got = fill_share_as(_metadata, self->fd, p[0], 1, 2, &err);
+	EXPECT_EQ(1, got);
+	EXPECT_EQ(0, err);
+	EXPECT_COUNTS(max + 1, max + 1);
+	/* Closing the file releases them all and gives the shares back. */
+	EXPECT_EQ(0, close(self->fd));
+	self->fd = open_dev();
+	ASSERT_LE(0, self->fd);
+	EXPECT_COUNTS(0, 0);
+	got = fill_share_as(_metadata, self->fd, p[0], 1, 1, &err);
+	EXPECT_EQ(1, got);
+	EXPECT_EQ(0, close(self->fd));
+	self->fd = open_dev();
+	ASSERT_LE(0, self->fd);
+	close(p[0]);
+	close(p[1]);
+	out_fd = -1;
 }
 
 /* ---- Lifetime: regions die with the file ----------------------------------- */
@@ -1026,7 +1289,7 @@ static __u64 register_mix(int fd, char *buf, size_t ps, int *nregions)
 		{ 0, 256 * ps, ACC_R },
 	};
 	__u64 pages = 0;
-	__u32 key;
+	__u64 key;
 	size_t i;
 
 	for (i = 0; i < sizeof(mix) / sizeof(mix[0]); i++) {
@@ -1166,7 +1429,7 @@ TEST_F_TIMEOUT(mr, kill_during_registration, 120)
 		if (child == 0) {
 			char *buf = map_populated(16 * MiB);
 			int fd = open_dev();
-			__u32 key, key2;
+			__u64 key, key2;
 
 			if (!buf || fd < 0)
 				_exit(10);
@@ -1188,40 +1451,54 @@ TEST_F_TIMEOUT(mr, kill_during_registration, 120)
 
 /* ---- MR Table capacity ----------------------------------------------------- */
 
-/* Filling the MR Table gives ENOSPC; freeing one entry makes room again. */
-TEST_F_TIMEOUT(mr, mr_table_full_is_enospc, 300)
+/*
+ * Filling the MR Table gives ENOSPC, also to a user who holds nothing;
+ * freeing one entry makes room again. The table is filled by several users,
+ * each within its share.
+ */
+TEST_F_TIMEOUT(mr, mr_table_full_is_enospc, 600)
 {
-	__u32 free_slots = self->base.mr_capacity - self->base.mr_in_use, i, n = 0;
+	__u32 left = self->base.mr_capacity - self->base.mr_in_use;
+	__u32 max = self->base.mr_user_max ? self->base.mr_user_max : left;
 	char *buf = map_populated(self->ps);
-	__u32 *keys;
-	int err = 0;
+	int p[2], got, err, users = 0;
+	__u64 key;
 
 	ASSERT_NE(NULL, buf);
 	if (self->base.mr_capacity > 65536)
 		SKIP(return, "MR Table of %u entries is too big to fill here",
 		     self->base.mr_capacity);
-	keys = calloc(free_slots + 1, sizeof(*keys));
-	ASSERT_NE(NULL, keys);
-	/* Every region covers the same page: cheap, and overlaps are allowed. */
-	for (i = 0; i <= free_slots; i++) {
-		err = zn_reg(self->fd, buf, 1, ACC_RW, &keys[n]);
-		if (err)
-			break;
-		n++;
+	ASSERT_LT(1u, left);
+	ASSERT_EQ(0, pipe(p));
+	out_fd = p[1];
+	/* Users 61001, 61002, ... take all but one entry, each at most its share. */
+	while (left > 1) {
+		int n = (int)(left - 1 < max ? left - 1 : max);
+
+		got = fill_share_as(_metadata, self->fd, p[0], n, 1 + users++, &err);
+		ASSERT_EQ(n, got) TH_LOG("user %d stopped after %d: %s", users, got, strerror(err));
+		left -= (__u32)got;
 	}
-	EXPECT_EQ(free_slots, n);
-	EXPECT_EQ(ENOSPC, err) TH_LOG("after %u registrations: %s", n, strerror(err));
-	EXPECT_COUNTS(n, n);
-	if (n) {
-		EXPECT_EQ(0, zn_dereg(self->fd, keys[--n]));
-		EXPECT_EQ(0, zn_reg(self->fd, buf, 1, ACC_RW, &keys[n]));
-		n++;
-	}
+	/* Root takes the last one. */
+	ASSERT_EQ(0, zn_reg(self->fd, buf, 1, ACC_RW, &key));
+	EXPECT_COUNTS(self->base.mr_capacity - self->base.mr_in_use,
+		      self->base.mr_capacity - self->base.mr_in_use);
+	/* Full: a user holding nothing gets ENOSPC, and so does root. */
+	got = fill_share_as(_metadata, self->fd, p[0], 1, 1 + users, &err);
+	EXPECT_EQ(0, got);
+	EXPECT_EQ(ENOSPC, err) TH_LOG("%s", strerror(err));
+	EXPECT_EQ(ENOSPC, zn_reg(self->fd, buf, 1, ACC_RW, NULL));
+	/* One entry freed: room again. */
+	EXPECT_EQ(0, zn_dereg(self->fd, key));
+	got = fill_share_as(_metadata, self->fd, p[0], 1, 1 + users, &err);
+	EXPECT_EQ(1, got);
 	EXPECT_EQ(0, close(self->fd));	/* close releases them all, fast */
 	self->fd = open_dev();
 	ASSERT_LE(0, self->fd);
 	EXPECT_COUNTS(0, 0);
-	free(keys);
+	close(p[0]);
+	close(p[1]);
+	out_fd = -1;
 	munmap(buf, self->ps);
 }
 

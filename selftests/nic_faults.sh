@@ -112,7 +112,7 @@ rebind() {
 	! bound || { echo "$bdf still bound after unbind"; return 1; }
 	zn_sysfs_write 60 "$bdf" "$DRV/bind" || return 1
 	bound || { echo "$bdf not bound after bind"; return 1; }
-	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 1\.[0-9]*: 2 port(s)" ||
+	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 2\.[0-9]*: 2 port(s)" ||
 		{ echo "no identity line after bind:"; zn_log_since "$m" | tail -n 20; return 1; }
 	# shellcheck source=qemu/guest/net-setup
 	. "$ZN_ROOT/qemu/guest/net-setup"

@@ -3,12 +3,13 @@
 # In a guest of a NIC topology (two-port, two-guest): the emulated ZeroNIC is
 # a PCI function, its BAR2 identity header carries the magic, version and
 # port count docs/hardware.md defines, and the wire's impairments can be
-# changed from inside the guest while it runs.
+# changed from inside the guest while it runs, through a control channel
+# that reaches no other guest's device.
 . "$(dirname "$0")/lib.sh"
 
-# docs/hardware.md, "Identity": magic "ZNIC", major version 1.
+# docs/hardware.md, "Identity": magic "ZNIC", major version 2.
 MAGIC=0x43494e5a
-MAJOR=1
+MAJOR=2
 case "${ZN_TOPOLOGY:-}" in
 two-port) PORTS=2 ;;
 two-guest) PORTS=1 ;;
@@ -17,7 +18,7 @@ esac
 probe=$ZN_ROOT/target/release/zn-probe
 
 ktap_print_header
-ktap_set_plan 5
+ktap_set_plan 6
 
 zn_case "lspci lists the NIC as 1af4:1110" \
 	bash -c "lspci -nn | grep -q 'Inter-VM shared memory \[1af4:1110\]'"
@@ -72,5 +73,20 @@ zn_case "wire impairments change at run time from the guest, and are restored" s
 
 zn_case "a bad impairment is refused with an error" \
 	bash -c "! '$ZN_ROOT/qemu/guest/zn-wire' loss=500 >/dev/null"
+
+other_guest_refused() {
+	local other out
+	[ "${ZN_GUEST:-a}" = a ] && other=b || other=a
+	if out=$("$ZN_ROOT/qemu/guest/zn-wire" fault status "guest=$other"); then
+		echo "fault status guest=$other answered: $out"
+		return 1
+	fi
+	case $ZN_TOPOLOGY in
+	two-guest) want="outside this control channel's scope" ;;
+	*) want="no guest" ;;
+	esac
+	grep -q "$want" <<<"$out" || { echo "want '$want': $out"; return 1; }
+}
+zn_case "the guest's control channel reaches no other guest" other_guest_refused
 
 ktap_finished

@@ -8,8 +8,9 @@
 //! when the file goes away (close, exit, kill), whatever the state of the NIC.
 //!
 //! The node is world-accessible (0666) as RDMA's uverbs nodes are: what a user
-//! may do through it is bounded by per-user limits (`RLIMIT_MEMLOCK`), not by
-//! file permissions.
+//! may do through it is bounded by per-user limits (`RLIMIT_MEMLOCK` on the
+//! user's `locked_vm`, and a share of each NIC's MR Table), not by file
+//! permissions, however the file is shared.
 //!
 //! Lock order: `ControlFile::mrs` -> `control::NICS` -> `Control::inner`.
 
@@ -49,7 +50,7 @@ pub(crate) const NAME: &CStr = c"zeronic";
 
 /// ABI version of `uapi/linux/zeronic.h` this driver implements
 /// (`ZERONIC_UAPI_VERSION` there).
-pub(crate) const UAPI_VERSION: u32 = 1;
+pub(crate) const UAPI_VERSION: u32 = 2;
 
 /// Permission bits of `/dev/zeronic` (see the module documentation).
 const MODE: u16 = 0o666;
@@ -99,6 +100,10 @@ impl ControlFile {
             pinned_pages: ctl.pinned_pages.load(Relaxed),
             flow_capacity: id.flow_capacity,
             ms_per_flow: id.ms_per_flow,
+            mr_user_max: ctl.mr_user_max,
+            mr_user_in_use: ctl.share_of(current!().uid()),
+            user_locked_pages: kernel::mm::pin::current_user_locked_pages(),
+            held_pages: ctl.held_pages.load(Relaxed),
             ..Default::default()
         };
         for (info, snap) in out
@@ -120,28 +125,18 @@ impl ControlFile {
         let (mut reader, mut writer) =
             UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
         let mut req: uapi::MrReg = reader.read()?;
-        if req.reserved != 0 {
-            return Err(EINVAL);
-        }
         let (ctl, _) = control::lookup(req.nic)?;
         let mut mrs = self.mrs.lock();
         // Reserve the table slot first: a failure after registering would
         // otherwise have to undo it on the NIC.
         mrs.reserve(1, GFP_KERNEL)?;
-        // Keys are nonzero and name one region per file. The NIC's key (slot
-        // and random generation) can be 0, and two NICs may hand out the same
-        // key: register again (dropping `mr` deregisters it) in those cases.
-        let mut attempts = 0;
-        let mr = loop {
-            let mr = Mr::register(ctl.clone(), req.addr, req.length, req.access)?;
-            if mr.key != 0 && !mrs.iter().any(|m| m.key == mr.key) {
-                break mr;
-            }
-            attempts += 1;
-            if attempts == 3 {
-                return Err(EAGAIN);
-            }
-        };
+        let mr = Mr::register(ctl, req.nic, req.addr, req.length, req.access)?;
+        // The NIC never repeats a key (hardware spec §10); one that does is
+        // broken, and two regions answering to one key would be ambiguous.
+        if mrs.iter().any(|m| m.nic == mr.nic && m.key == mr.key) {
+            pr_err!("NIC {} handed out key {:#x} twice\n", mr.nic, mr.key);
+            return Err(EIO);
+        }
         req.key = mr.key;
         // Report the key before committing: if the user's buffer went away,
         // the registration is undone (dropping `mr`) and nothing leaks.
@@ -160,11 +155,14 @@ impl ControlFile {
         }
         let mr = {
             let mut mrs = self.mrs.lock();
-            let pos = mrs.iter().position(|m| m.key == req.key).ok_or(ENOENT)?;
+            let pos = mrs
+                .iter()
+                .position(|m| m.nic == req.nic && m.key == req.key)
+                .ok_or(ENOENT)?;
             mrs.remove(pos)?
         };
         // Invalidate, unmap and unpin outside the table lock.
-        drop(mr);
+        mr.deregister()?;
         Ok(0)
     }
 }

@@ -1,18 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The NIC's control plane: its command queue and the registry through which
-//! `/dev/zeronic` files reach bound NICs.
+//! The NIC's control plane: its command queue, the registry through which
+//! `/dev/zeronic` files reach bound NICs, and the rule for giving back memory
+//! the NIC was handed.
 //!
 //! A [`Control`] is created at probe and shared (`Arc`) with the open files
 //! that use the NIC. It outlives the binding: at unbind [`Control::shut_down`]
-//! marks it dead under its mutex, after which every call fails with `ENODEV`.
-//! While the mutex is held and the NIC is alive, the PCI device is bound, which
-//! is what lets a file map pages for DMA (see [`Control::with_bound`]).
+//! withdraws it under its mutex, after which every call fails with `ENODEV`.
+//! While the mutex is held and the NIC is running, the PCI device is bound,
+//! which is what lets a file map pages for DMA (see [`Control::with_bound`]).
 //!
 //! Commands are executed one at a time under the mutex: post, ring `DB_CMD`,
 //! then sleep-poll the completion queue. The command path is the control path
 //! (registration, flows), not the per-packet path, so polling costs nothing
 //! that matters and needs no interrupt.
+//!
+//! **Memory the NIC may address** (rings, page lists, registered pages) is
+//! given back only once the NIC confirmed it is done with it: a queue it
+//! disabled, a region it invalidated, or a reset it completed. Memory whose
+//! release the NIC did not confirm goes to [`Control::release`], which keeps
+//! it until the unbind's reset completes and frees it then, or leaks it (one
+//! log line) if that reset never completes: a leak is bounded, a device
+//! writing into memory the kernel reused is not.
 //!
 //! Lock order (outermost first): a file's region table -> [`NICS`] ->
 //! [`Control::inner`]. [`NICS`] is never held while sleeping on the NIC.
@@ -31,15 +40,23 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
-        atomic::Atomic,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         Mutex, //
     },
+    task::Kuid,
 };
 
 use crate::{
     hw::{cmd::CmdCompletion, regs, status},
     nic_regs::NicRegs,
+    queues::{
+        RxRing,
+        TxRing, //
+    },
     ring::{
         poll_until,
         Ring, //
@@ -56,7 +73,7 @@ const CMD_TIMEOUT_MS: i64 = 10_000;
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init_registry` in the module initialiser, before
     // the PCI driver is registered and before `/dev/zeronic` exists.
-    pub(crate) unsafe(uninit) static NICS: Mutex<KVec<Arc<Control>>> = KVec::new();
+    pub(crate) unsafe(uninit) static NICS: Mutex<KVec<Option<Arc<Control>>>> = KVec::new();
 }
 
 /// Initialises [`NICS`]. Called once, first thing in module init.
@@ -65,13 +82,21 @@ pub(crate) fn init_registry() {
     unsafe { NICS.init() };
 }
 
-/// Returns the NIC of index `nic` (binding order) and the number of NICs.
+/// Returns the NIC of index `nic` and the number of index slots
+/// (`num_nics`: one more than the highest index bound).
+///
+/// Indices are stable: a NIC keeps its index while bound, and an unbound
+/// NIC's index is free for the next bind (lowest free first).
 pub(crate) fn lookup(nic: u32) -> Result<(Arc<Control>, u32)> {
     let nics = NICS.lock();
     // CAST: usize -> u32; at most a handful of NICs are ever bound.
     let count = nics.len() as u32;
     // CAST: u32 -> usize is lossless on every architecture Linux supports.
-    let ctl = nics.get(nic as usize).ok_or(ENODEV)?.clone();
+    let ctl = nics
+        .get(nic as usize)
+        .and_then(Option::as_ref)
+        .ok_or(ENODEV)?
+        .clone();
     Ok((ctl, count))
 }
 
@@ -111,96 +136,139 @@ pub(crate) struct Identity {
     pub(crate) ms_per_flow: u32,
 }
 
+/// How far the NIC got; decides what happens to memory it was handed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    /// Bound and answering commands.
+    Running,
+    /// Bound, but a command never completed: commands fail with `EIO`.
+    Broken,
+    /// Unbinding, the reset not done yet: the NIC may still use memory.
+    Unbinding,
+    /// The unbind's (or a failed probe's) reset completed: the NIC does no
+    /// DMA any more, everything may be freed.
+    Quiesced,
+    /// That reset never completed: the NIC may still use what it was
+    /// handed, which is therefore never freed.
+    Lost,
+}
+
+/// Pages of a registered region and who they are charged to; freed (and
+/// uncharged) only through [`Control::free_region`] or [`Control::release`].
+pub(crate) struct Region {
+    /// The pinned, DMA-mapped pages (unmapped, then unpinned when dropped).
+    pub(crate) mapped: MappedPages<PinnedPages>,
+    /// Pages pinned, for the counters.
+    pub(crate) npages: u64,
+    /// The user whose MR Table share the region takes.
+    pub(crate) uid: Kuid,
+}
+
+/// Memory the NIC was handed and has not confirmed it is done with.
+pub(crate) enum Held {
+    /// A page list handed to the NIC with `CMD_MR_REG`.
+    PageList(#[expect(dead_code, reason = "owned, to be dropped")] Coherent<[u64]>),
+    /// A registered region whose registration or invalidation did not
+    /// complete.
+    Region(Region),
+    /// A port's TX rings whose queues did not confirm they stopped.
+    Tx(#[expect(dead_code, reason = "owned, to be dropped")] TxRing),
+    /// A port's RX rings (and posted buffers), likewise.
+    Rx(#[expect(dead_code, reason = "owned, to be dropped")] RxRing),
+    /// The event queue.
+    Events(#[expect(dead_code, reason = "owned, to be dropped")] Ring<16>),
+}
+
 /// The control plane of one bound NIC.
 #[pin_data]
 pub(crate) struct Control {
-    /// The PCI function; bound while `inner.alive` (see [`Control::with_bound`]).
+    /// The PCI function; bound while the state is `Running` or `Broken`.
     pdev: ARef<pci::Device>,
     regs: Arc<NicRegs>,
     pub(crate) identity: Identity,
+    /// Index in [`NICS`] (`zeronic_*.nic`), set by [`Control::publish`].
+    pub(crate) index: Atomic<u32>,
+    /// MR Table entries one user may hold (`max_mrs_per_user`), 0 = all.
+    pub(crate) mr_user_max: u32,
     /// Per-port facts for the query ioctl.
     pub(crate) ports: [PortSnapshot; regs::MAX_PORTS as usize],
-    /// MR Table entries in use, all files.
+    /// MR Table entries in use or possibly in use (a registration or
+    /// invalidation the NIC did not complete keeps its entry), all files.
     pub(crate) mr_in_use: Atomic<u32>,
-    /// Pages pinned by registrations on this NIC, all files.
+    /// Pages pinned by this NIC's regions, held ones included.
     pub(crate) pinned_pages: Atomic<u64>,
+    /// Pages of held regions (in `pinned_pages`), pinned until a reset.
+    pub(crate) held_pages: Atomic<u64>,
     #[pin]
     inner: Mutex<Inner>,
 }
 
 /// State behind [`Control::inner`].
 struct Inner {
-    /// `false` once the NIC unbinds: nothing may touch it any more.
-    alive: bool,
-    /// `true` once the NIC stopped answering commands; only a rebind recovers.
-    broken: bool,
-    /// The command and completion rings; freed at unbind (DMA memory must
-    /// not outlive the binding, and files may keep this object longer).
+    state: State,
+    /// The command and completion rings.
     rings: Option<(Ring<64>, Ring<16>)>,
-    /// Memory the NIC may still access because a command touching it was
-    /// posted but never completed (or an invalidation never confirmed):
-    /// kept until unbind has reset the NIC, then released.
-    orphans: KVec<Orphan>,
+    /// Memory the NIC may still access; see [`Control::release`].
+    held: KVec<Held>,
+    /// MR Table entries held per user (only users holding some).
+    shares: KVec<(Kuid, u32)>,
     /// Next free-running command index (= `Q_PROD` of the command queue).
     prod: u32,
     /// Next completion to consume (= `Q_CONS` of the completion queue).
     cons: u32,
 }
 
-/// DMA memory held back from release until the NIC is reset (see
-/// `Inner::orphans`).
-pub(crate) enum Orphan {
-    /// A page list handed to the NIC with `CMD_MR_REG`.
-    PageList(#[expect(dead_code)] Coherent<[u64]>),
-    /// The pages of a region whose registration or invalidation did not
-    /// complete.
-    Region(#[expect(dead_code)] MappedPages<PinnedPages>),
-}
-
-/// Adds `orphan` to `orphans`; leaks it (logged) if the list cannot grow,
-/// since `push` would drop, i.e. release, it.
-fn hold(orphans: &mut KVec<Orphan>, orphan: Orphan) {
-    if orphans.reserve(1, GFP_KERNEL).is_err() {
-        pr_err!("out of memory holding back DMA memory of a failed command; leaking it\n");
-        core::mem::forget(orphan);
-        return;
+/// Never frees `value`, nor anything it owns: for memory a NIC may still
+/// access. kmemleak is told the leak is deliberate, so it reports nothing.
+fn leak<T>(value: T) {
+    match KBox::<T>::new_uninit(GFP_KERNEL) {
+        Ok(b) => {
+            KBox::leak_on_purpose(KBox::write(b, value));
+        }
+        Err(_) => {
+            // Out of memory even for the box: leak without telling kmemleak.
+            pr_err!("out of memory marking a deliberate leak\n");
+            core::mem::forget(value);
+        }
     }
-    // Cannot fail: room was reserved.
-    let _ = orphans.push(orphan, GFP_KERNEL);
 }
 
 /// Command issuing rights, handed out by [`Control::with_bound`].
 pub(crate) struct Commands<'a> {
     inner: &'a mut Inner,
     regs: &'a NicRegs,
+    control: &'a Control,
 }
 
 impl Control {
-    /// Allocates and enables the command queues of a freshly reset NIC.
+    /// Allocates the command queues of a freshly reset NIC; they are enabled
+    /// by [`Control::enable`].
     pub(crate) fn new(
         pdev: &pci::Device<Bound>,
         regs: Arc<NicRegs>,
         identity: Identity,
+        mr_user_max: u32,
     ) -> Result<Arc<Self>> {
         let dev: &Device<Bound> = pdev.as_ref();
         let cmdq = Ring::<64>::new(dev, CMDQ_ENTRIES, regs::REG_CMDQ)?;
         let cmdcq = Ring::<16>::new(dev, CMDQ_ENTRIES, regs::REG_CMDCQ)?;
-        cmdq.enable(&regs)?;
-        cmdcq.enable(&regs)?;
         let pdev: &pci::Device = pdev;
         Arc::pin_init(
             try_pin_init!(Self {
                 pdev: pdev.into(),
                 regs,
                 identity,
+                index: Atomic::new(u32::MAX),
+                mr_user_max,
                 ports: [const { PortSnapshot::new() }; regs::MAX_PORTS as usize],
                 mr_in_use: Atomic::new(0),
                 pinned_pages: Atomic::new(0),
+                held_pages: Atomic::new(0),
                 inner <- new_mutex!(Inner {
-                    alive: true,
-                    broken: false,
+                    state: State::Running,
                     rings: Some((cmdq, cmdcq)),
-                    orphans: KVec::new(),
+                    held: KVec::new(),
+                    shares: KVec::new(),
                     prod: 0,
                     cons: 0,
                 }),
@@ -209,85 +277,226 @@ impl Control {
         )
     }
 
-    /// Adds this NIC to [`NICS`]; `/dev/zeronic` files can use it from now on.
-    pub(crate) fn publish(self: &Arc<Self>) -> Result {
-        NICS.lock().push(self.clone(), GFP_KERNEL)?;
-        Ok(())
+    /// Enables the command queues (hardware spec §3).
+    pub(crate) fn enable(&self) -> Result {
+        let inner = self.inner.lock();
+        let (cmdq, cmdcq) = inner.rings.as_ref().ok_or(ENODEV)?;
+        cmdq.enable(&self.regs)?;
+        cmdcq.enable(&self.regs)
     }
 
-    /// Withdraws the NIC: removes it from [`NICS`] and marks it dead, waiting
-    /// for a command in progress. Called at unbind, before the NIC is reset.
+    /// Adds this NIC to [`NICS`] at the lowest free index; `/dev/zeronic`
+    /// files can use it from now on.
+    pub(crate) fn publish(self: &Arc<Self>) -> Result<u32> {
+        let mut nics = NICS.lock();
+        let free = nics.iter().position(Option::is_none);
+        let index = match free {
+            Some(i) => i,
+            None => {
+                nics.push(None, GFP_KERNEL)?;
+                nics.len() - 1
+            }
+        };
+        // CAST: usize -> u32; at most a handful of NICs are ever bound.
+        self.index.store(index as u32, Relaxed);
+        if let Some(slot) = nics.get_mut(index) {
+            *slot = Some(self.clone());
+        }
+        Ok(index as u32)
+    }
+
+    /// Withdraws the NIC: removes it from [`NICS`] and stops commands, waiting
+    /// for one in progress. Called at unbind (and on a failed probe), before
+    /// the NIC is reset; memory released from now on is held until
+    /// [`Control::quiesced`].
     pub(crate) fn shut_down(self: &Arc<Self>) {
         {
             let mut nics = NICS.lock();
-            nics.retain(|c| !Arc::ptr_eq(c, self));
+            for slot in nics.iter_mut() {
+                if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, self)) {
+                    *slot = None;
+                }
+            }
+            while nics.last().is_some_and(Option::is_none) {
+                nics.pop();
+            }
             if nics.is_empty() {
                 // The registry is a static, never dropped: give its buffer
                 // back now, or unloading the module would leak it.
                 *nics = KVec::new();
             }
         }
-        self.inner.lock().alive = false;
+        self.inner.lock().state = State::Unbinding;
     }
 
-    /// Frees the command rings and the orphaned memory. Called at unbind once
-    /// the NIC has been reset, so nothing of it can be accessed any more.
-    pub(crate) fn release_dma(&self) {
-        let (rings, orphans) = {
+    /// Records the outcome of the reset that follows [`Control::shut_down`]:
+    /// if the NIC confirmed it (`reset_done`), the command rings and every
+    /// held piece of memory are freed now, and memory released later is
+    /// freed at once; if not, all of it is leaked, now and later.
+    pub(crate) fn quiesced(&self, reset_done: bool) {
+        let (rings, held) = {
             let mut inner = self.inner.lock();
-            (inner.rings.take(), core::mem::take(&mut inner.orphans))
+            inner.state = if reset_done {
+                State::Quiesced
+            } else {
+                State::Lost
+            };
+            (inner.rings.take(), core::mem::take(&mut inner.held))
         };
-        drop(rings);
-        drop(orphans);
+        if reset_done {
+            drop(rings);
+            for item in held {
+                self.free(item);
+            }
+        } else {
+            pr_err!(
+                "NIC did not confirm its reset: leaking its rings and the memory of {} unconfirmed operations (and of every region released from now on), as the NIC may still access them\n",
+                held.len()
+            );
+            if let Some((cmdq, cmdcq)) = rings {
+                leak(cmdq);
+                leak(cmdcq);
+            }
+            for item in held {
+                leak(item);
+            }
+        }
     }
 
-    /// Keeps `orphan` until the NIC is reset at unbind. Only if memory for
-    /// the list itself runs out is it leaked instead (logged): released
-    /// memory a device may still write is worse than a leak.
-    pub(crate) fn adopt(&self, orphan: Orphan) {
+    /// Whether the NIC failed to confirm its unbind reset (see [`State::Lost`]).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.inner.lock().state == State::Lost
+    }
+
+    /// Gives back memory the NIC has not confirmed it is done with: kept
+    /// while the NIC is bound (freed once the unbind's reset completes),
+    /// freed at once after a completed reset, leaked after a failed one.
+    pub(crate) fn release(&self, item: Held) {
         let mut inner = self.inner.lock();
-        if !inner.alive {
-            // Unbound: the NIC was reset, nothing can reach the memory.
-            drop(inner);
-            drop(orphan);
+        match inner.state {
+            State::Running | State::Broken | State::Unbinding => {
+                Self::hold(self, &mut inner, item);
+            }
+            State::Quiesced => {
+                drop(inner);
+                self.free(item);
+            }
+            State::Lost => {
+                drop(inner);
+                // Announced once, by `quiesced`.
+                leak(item);
+            }
+        }
+    }
+
+    /// Adds `item` to the held list (counting a region's pages as held).
+    /// If the list cannot grow the item is leaked (logged): released memory
+    /// a device may still write is worse than a leak.
+    fn hold(&self, inner: &mut Inner, item: Held) {
+        if let Held::Region(r) = &item {
+            self.held_pages.add(r.npages, Relaxed);
+        }
+        if inner.held.reserve(1, GFP_KERNEL).is_err() {
+            pr_err!("out of memory holding back memory the NIC may still access; leaking it\n");
+            leak(item);
             return;
         }
-        hold(&mut inner.orphans, orphan);
+        // Cannot fail: room was reserved.
+        let _ = inner.held.push(item, GFP_KERNEL);
+    }
+
+    /// Frees held memory once the NIC confirmed it is done with it.
+    fn free(&self, item: Held) {
+        match item {
+            Held::Region(r) => {
+                self.held_pages.fetch_sub(r.npages, Relaxed);
+                self.free_region(r);
+            }
+            other => drop(other),
+        }
+    }
+
+    /// Frees a region the NIC no longer uses: unmaps, unpins and uncharges
+    /// its pages and gives its MR Table entry back to its user's share.
+    pub(crate) fn free_region(&self, region: Region) {
+        self.put_share(region.uid);
+        self.mr_in_use.fetch_sub(1, Relaxed);
+        self.pinned_pages.fetch_sub(region.npages, Relaxed);
+        drop(region.mapped);
+    }
+
+    /// Takes one MR Table entry from `uid`'s share: `ENOSPC` if the user
+    /// holds `mr_user_max` already.
+    pub(crate) fn take_share(&self, uid: Kuid) -> Result {
+        let mut inner = self.inner.lock();
+        let max = self.mr_user_max;
+        if let Some((_, n)) = inner.shares.iter_mut().find(|(u, _)| *u == uid) {
+            if max != 0 && *n >= max {
+                return Err(ENOSPC);
+            }
+            *n += 1;
+            return Ok(());
+        }
+        inner.shares.push((uid, 1), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Returns one MR Table entry to `uid`'s share.
+    pub(crate) fn put_share(&self, uid: Kuid) {
+        let mut inner = self.inner.lock();
+        for (u, n) in inner.shares.iter_mut() {
+            if *u == uid {
+                *n = n.saturating_sub(1);
+            }
+        }
+        inner.shares.retain(|(_, n)| *n != 0);
+    }
+
+    /// MR Table entries `uid` holds on this NIC.
+    pub(crate) fn share_of(&self, uid: Kuid) -> u32 {
+        let inner = self.inner.lock();
+        inner
+            .shares
+            .iter()
+            .find(|(u, _)| *u == uid)
+            .map_or(0, |(_, n)| *n)
     }
 
     /// Runs `f` with the bound device and the right to issue commands.
     ///
-    /// `ENODEV` once the NIC has been unbound, `EIO` once it stopped
+    /// `ENODEV` once the NIC is being unbound, `EIO` once it stopped
     /// answering. Process context (sleeps); holds the command mutex.
     pub(crate) fn with_bound<R>(
         &self,
         f: impl FnOnce(&Device<Bound>, &mut Commands<'_>) -> Result<R>,
     ) -> Result<R> {
         let mut inner = self.inner.lock();
-        if !inner.alive {
-            return Err(ENODEV);
-        }
-        if inner.broken {
-            return Err(EIO);
+        match inner.state {
+            State::Running => {}
+            State::Broken => return Err(EIO),
+            State::Unbinding | State::Quiesced | State::Lost => return Err(ENODEV),
         }
         let dev: &Device = self.pdev.as_ref();
-        // SAFETY: `alive` is true and we hold `inner`. Unbinding runs
-        // `shut_down` (clearing `alive` under `inner`) from the driver's
-        // remove path, before the device is unbound; so the device stays bound
-        // at least until this guard is released, which outlives the reference.
+        // SAFETY: The state is `Running` and we hold `inner`. Unbinding runs
+        // `shut_down` (leaving `Running` under `inner`) from the driver's
+        // remove path, before the device is unbound; so the device stays
+        // bound at least until this guard is released, which outlives the
+        // reference.
         let dev = unsafe { dev.as_bound() };
         let mut cmds = Commands {
             inner: &mut inner,
             regs: &self.regs,
+            control: self,
         };
         f(dev, &mut cmds)
     }
 }
 
 impl Commands<'_> {
-    /// Keeps `orphan` until the NIC is reset at unbind (see [`Control::adopt`]).
-    pub(crate) fn orphan(&mut self, orphan: Orphan) {
-        hold(&mut self.inner.orphans, orphan);
+    /// Keeps `item` until the NIC is reset (see [`Control::release`]); the
+    /// caller holds the command mutex, so this cannot go through `release`.
+    pub(crate) fn hold(&mut self, item: Held) {
+        self.control.hold(self.inner, item);
     }
 
     /// Executes one 64-byte command and returns its completion.
@@ -295,7 +504,8 @@ impl Commands<'_> {
     /// The cookie is filled in here. A completion whose status is not `ST_OK`
     /// is returned as is (the caller maps it); `EIO` if the NIC does not
     /// complete the command in time or answers out of order, after which the
-    /// NIC is considered broken.
+    /// NIC is considered broken: it may still execute the command, so memory
+    /// the command names must be held (see [`Commands::hold`]).
     pub(crate) fn exec(&mut self, mut cmd: [u8; 64]) -> Result<CmdCompletion> {
         let inner = &mut *self.inner;
         let Some((cmdq, cmdcq)) = &inner.rings else {
@@ -321,7 +531,7 @@ impl Commands<'_> {
             Ok(cmdcq.prod(r)? != cons)
         });
         if let Err(e) = waited {
-            inner.broken = true;
+            inner.state = State::Broken;
             pr_err!(
                 "NIC did not complete command {} ({:?}); commands disabled\n",
                 opcode,
@@ -334,7 +544,7 @@ impl Commands<'_> {
         inner.cons = cons.wrapping_add(1);
         self.regs.get()?.w32(cmdcq.reg(regs::Q_CONS), inner.cons)?;
         if done.cookie != cookie || done.opcode != opcode {
-            inner.broken = true;
+            inner.state = State::Broken;
             pr_err!(
                 "NIC completed command {}/{} while {}/{} was expected; commands disabled\n",
                 done.opcode,

@@ -147,17 +147,21 @@ pub(crate) struct ZeroNicDevice<'bound> {
     slots: Option<Arc<PortSlots>>,
 }
 
-/// Resets the NIC when dropped, unless disarmed: a probe that fails after
-/// giving the NIC rings must stop it before the rings are freed.
-struct ResetOnError<'a> {
+/// Stops a half-probed NIC when dropped, unless disarmed: withdraws its
+/// control plane, resets it and lets the control plane free (reset done) or
+/// leak (no reset) the memory the NIC was handed, so that a probe failing
+/// after the first queue was enabled never frees memory the NIC may use.
+struct ProbeGuard<'a> {
     nic: &'a NicRegs,
+    control: &'a Arc<Control>,
     armed: bool,
 }
 
-impl Drop for ResetOnError<'_> {
+impl Drop for ProbeGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let _ = reset(self.nic);
+            self.control.shut_down();
+            self.control.quiesced(reset(self.nic).is_ok());
         }
     }
 }
@@ -186,16 +190,25 @@ impl<'bound> ZeroNicDevice<'bound> {
             dev_err!(pdev, "NIC cannot reach guest RAM (DMA window not mapped)\n");
             return Err(EIO);
         }
-        let control = Control::new(bpdev, nic.clone(), identity)?;
+        let control = Control::new(
+            bpdev,
+            nic.clone(),
+            identity,
+            crate::module_parameters::max_mrs_per_user.value(),
+        )?;
 
         let slots: Arc<PortSlots> = Arc::new([SetOnce::new(), SetOnce::new()], GFP_KERNEL)?;
         let evq = Ring::<16>::new(bpdev.as_ref(), EVQ_ENTRIES, regs::REG_EVQ)?;
-        let events = Events::new(nic.clone(), evq, slots.clone());
-        // Declared after everything the NIC may DMA to, so it drops first.
-        let mut guard = ResetOnError {
+        let events = Events::new(nic.clone(), control.clone(), evq, slots.clone());
+        // Declared after everything the NIC may DMA to, so it drops first:
+        // from the first queue enabled on, a failure resets the NIC before
+        // any of its memory is given back.
+        let mut guard = ProbeGuard {
             nic: &nic,
+            control: &control,
             armed: true,
         };
+        control.enable()?;
         events.enable()?;
 
         // Vectors start masked; a port unmasks its own when it opens.
@@ -224,6 +237,8 @@ impl<'bound> ZeroNicDevice<'bound> {
             ports: KVec::new(),
             slots: Some(slots.clone()),
         };
+        // From here on, `this` tears the NIC down (its `Drop`) if probe fails.
+        guard.armed = false;
         this.request_irq(
             bpdev,
             regs::VEC_ASYNC,
@@ -277,13 +292,13 @@ impl<'bound> ZeroNicDevice<'bound> {
             dev_info!(pdev, "port {}: {}\n", p, reg.name().as_cstr());
             this.ports.push(reg, GFP_KERNEL)?;
         }
-        control.publish()?;
-        guard.armed = false;
+        let index = control.publish()?;
         dev_info!(
             pdev,
-            "ZeroNIC {}.{}: {} port(s), max MTU {}, caps {:#x}, {} MSI-X vectors\n",
+            "ZeroNIC {}.{} (nic {}): {} port(s), max MTU {}, caps {:#x}, {} MSI-X vectors\n",
             identity.version >> 16,
             identity.version & 0xffff,
+            index,
             identity.ports,
             identity.max_mtu,
             identity.caps,
@@ -346,30 +361,27 @@ impl pci::Driver for ZeroNicDriver {
 
 impl Drop for ZeroNicDevice<'_> {
     fn drop(&mut self) {
-        // Files first: no command may start on a NIC that is going away.
+        // Files first: no command may start on a NIC that is going away, and
+        // memory released from now on is held until the reset below.
         self.control.shut_down();
         // Stop every DMA (memory regions included: reset empties the MR
-        // Table) before any ring is freed and before devres unmaps registered
-        // pages. Ports still up see their queues disabled from here on.
-        if let Err(e) = reset(&self.regs) {
-            if e != ENODEV {
-                dev_err!(
-                    self.pdev,
-                    "NIC did not reset at unbind: {:?}
-",
-                    e
-                );
+        // Table) before anything the NIC was handed is given back. If the
+        // NIC does not confirm, all of it is leaked instead (logged).
+        let reset_done = match reset(&self.regs) {
+            Ok(()) => true,
+            Err(e) => {
+                dev_err!(self.pdev, "NIC did not reset at unbind: {:?}\n", e);
+                false
             }
-        }
+        };
+        self.control.quiesced(reset_done);
         // No handler runs after this; they drop their net_device references
-        // and the event ring.
+        // and the event ring (freed or leaked as the reset decided).
         self.irqs.clear();
         drop(self.slots.take());
-        // Unregistering stops each open port (ndo_stop) and frees its rings.
+        // Unregistering stops each open port (ndo_stop) and releases its
+        // rings the same way.
         self.ports.clear();
-        // Files may keep the control object; its rings (and memory held back
-        // from failed commands) go now, while bound and after the reset.
-        self.control.release_dma();
         dev_info!(
             self.pdev,
             "ZeroNIC with {} port(s) unbound\n",

@@ -30,6 +30,10 @@ use kernel::{
 };
 
 use crate::{
+    control::{
+        Control,
+        Held, //
+    },
     hw::{desc::Event, regs, status},
     nic_regs::NicRegs,
     port::Port,
@@ -45,7 +49,9 @@ pub(crate) type PortSlots = [SetOnce<Arc<Registration<Port>>>; regs::MAX_PORTS a
 /// State of the `VEC_ASYNC` handler: the event queue.
 pub(crate) struct Events {
     regs: Arc<NicRegs>,
-    evq: Ring<16>,
+    control: Arc<Control>,
+    /// `None` only while dropping: the ring goes to `Control::release`.
+    evq: Option<Ring<16>>,
     /// Events consumed (free-running). Only the handler touches it, and a
     /// handler never runs concurrently with itself.
     cons: Atomic<u32>,
@@ -55,10 +61,16 @@ pub(crate) struct Events {
 }
 
 impl Events {
-    pub(crate) fn new(regs: Arc<NicRegs>, evq: Ring<16>, ports: Arc<PortSlots>) -> Self {
+    pub(crate) fn new(
+        regs: Arc<NicRegs>,
+        control: Arc<Control>,
+        evq: Ring<16>,
+        ports: Arc<PortSlots>,
+    ) -> Self {
         Self {
             regs,
-            evq,
+            control,
+            evq: Some(evq),
             cons: Atomic::new(0),
             ports,
             fatal: Atomic::new(false),
@@ -88,12 +100,28 @@ impl Events {
     }
 
     fn drain(&self) -> Result {
+        let evq = self.evq.as_ref().ok_or(ENODEV)?;
         let r = self.regs.get()?;
-        let prod = self.evq.prod(&r)?;
+        let prod = evq.prod(&r)?;
         dma_mb(Read);
         let mut cons = self.cons.load(Relaxed);
+        // The producer index is the device's word: one that claims more
+        // entries than the ring holds is a protocol violation, not a reason
+        // to loop 2^32 times in a hard IRQ handler.
+        if prod.wrapping_sub(cons) > evq.entries() {
+            if !self.fatal.load(Relaxed) {
+                pr_err!(
+                    "NIC event queue producer {} is more than {} entries ahead of {}; ignoring its events\n",
+                    prod,
+                    evq.entries(),
+                    cons
+                );
+            }
+            self.fatal(status::ST_BAD_DESC.into(), u32::from(status::QK_EVQ));
+            return Err(EIO);
+        }
         while cons != prod {
-            let ev = Event::decode(&self.evq.read(cons)?);
+            let ev = Event::decode(&evq.read(cons)?);
             match ev.code {
                 status::EV_LINK => {
                     if let Some(port) = self.port(ev.port) {
@@ -110,7 +138,7 @@ impl Events {
             cons = cons.wrapping_add(1);
         }
         self.cons.store(cons, Relaxed);
-        r.w32(self.evq.reg(regs::Q_CONS), cons)?;
+        r.w32(evq.reg(regs::Q_CONS), cons)?;
         if r.r32(regs::REG_DEV_STATUS)? & regs::DEV_STATUS_FATAL != 0 {
             self.fatal(r.r32(regs::REG_FATAL_CODE)?, r.r32(regs::REG_FATAL_INFO)?);
         }
@@ -119,7 +147,16 @@ impl Events {
 
     /// Enables the event queue (process context, before the IRQ is requested).
     pub(crate) fn enable(&self) -> Result {
-        self.evq.enable(&self.regs)
+        self.evq.as_ref().ok_or(ENODEV)?.enable(&self.regs)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        // The NIC writes the ring until it is reset: released by the rule.
+        if let Some(evq) = self.evq.take() {
+            self.control.release(Held::Events(evq));
+        }
     }
 }
 

@@ -2,15 +2,17 @@
 
 //! Memory regions: user memory registered with the NIC's MR Table.
 //!
-//! A registration pins the user range (charged to `RLIMIT_MEMLOCK` through
-//! `pinned_vm`, as RDMA does), DMA-maps every page, hands the NIC a list of
-//! 4 KiB block addresses with `CMD_MR_REG`, and keeps the key the NIC returns.
-//! An [`Mr`] belongs to one open file. Dropping it invalidates the entry on
-//! the NIC first (`CMD_MR_INVAL` completes only once the NIC can no longer
-//! DMA to the region), then unmaps and unpins the pages. If the NIC cannot
+//! A registration takes one MR Table entry from the calling user's share
+//! (`max_mrs_per_user`), pins the user range (charged to the user's
+//! `locked_vm` against `RLIMIT_MEMLOCK` and to the process's `pinned_vm`, see
+//! `PinnedPages`), DMA-maps every page, hands the NIC a list of 4 KiB block
+//! addresses with `CMD_MR_REG`, and keeps the key the NIC returns. An [`Mr`]
+//! belongs to one open file. Releasing it invalidates the entry on the NIC
+//! first (`CMD_MR_INVAL` completes only once the NIC can no longer DMA to the
+//! region), then unmaps, unpins and uncharges the pages. If the NIC does not
 //! confirm the invalidation (or a registration never completes), the pages
-//! stay pinned and mapped until unbind has reset the NIC (`Control::adopt`):
-//! handing memory back that a device may still write would be worse.
+//! go to `Control::release`: pinned until the NIC is reset, never handed back
+//! while a device may still write them.
 
 use kernel::{
     alloc::flags::__GFP_NOWARN,
@@ -36,7 +38,8 @@ use kernel::{
 use crate::{
     control::{
         Control,
-        Orphan, //
+        Held,
+        Region, //
     },
     hw::{
         cmd::{
@@ -59,12 +62,13 @@ pub(crate) const MR_MAX_BYTES: u64 = 1 << 30;
 
 /// A registered memory region.
 pub(crate) struct Mr {
-    /// The NIC's key: table slot and generation.
-    pub(crate) key: u32,
+    /// The NIC's key (slot and generation); never repeated by the NIC.
+    pub(crate) key: u64,
+    /// Index of the NIC it was registered on (`zeronic_mr_reg.nic`).
+    pub(crate) nic: u32,
     control: Arc<Control>,
-    npages: u64,
-    /// `None` only while dropping.
-    mapped: Option<MappedPages<PinnedPages>>,
+    /// `None` only once released.
+    region: Option<Region>,
 }
 
 /// Validates the arguments of a registration request.
@@ -81,9 +85,12 @@ fn check(len: u64, addr: u64, access: u32) -> Result {
 
 impl Mr {
     /// Registers `len` bytes at user address `addr` of the current process on
-    /// `control`'s NIC. Errors as documented in `uapi/linux/zeronic.h`.
+    /// `control`'s NIC (index `nic`). Errors as documented in
+    /// `uapi/linux/zeronic.h`; on error nothing is left registered, and only
+    /// a command the NIC never completed leaves its pages held (`EIO`).
     pub(crate) fn register(
         control: Arc<Control>,
+        nic: u32,
         addr: u64,
         len: u64,
         access: u32,
@@ -91,6 +98,40 @@ impl Mr {
         check(len, addr, access)?;
         let uaddr = usize::try_from(addr).map_err(|_| EFAULT)?;
         let ulen = usize::try_from(len).map_err(|_| E2BIG)?;
+        let uid = current!().uid();
+        control.take_share(uid)?;
+        let mut held = false;
+        match Self::register_pages(&control, uid, uaddr, ulen, access, &mut held) {
+            Ok((key, region)) => {
+                control.mr_in_use.add(1, Relaxed);
+                control.pinned_pages.add(region.npages, Relaxed);
+                Ok(Self {
+                    key,
+                    nic,
+                    control,
+                    region: Some(region),
+                })
+            }
+            Err(e) => {
+                // A held registration keeps its share until it is freed.
+                if !held {
+                    control.put_share(uid);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Pins, maps and registers the pages; sets `held` when the NIC did not
+    /// complete the command and the memory was handed to `Control` instead.
+    fn register_pages(
+        control: &Control,
+        uid: kernel::task::Kuid,
+        uaddr: usize,
+        ulen: usize,
+        access: u32,
+        held: &mut bool,
+    ) -> Result<(u64, Region)> {
         let (pin, dir) = match access {
             uapi::ACCESS_LOCAL_READ => (Access::Read, DataDirection::ToDevice),
             uapi::ACCESS_LOCAL_WRITE => (Access::Write, DataDirection::FromDevice),
@@ -106,7 +147,7 @@ impl Mr {
         // Pin before taking the command mutex: it sleeps and may fault.
         let pages = PinnedPages::pin(uaddr, ulen, pin)?;
         let offset = pages.offset();
-        let (key, mapped, npages) = control.with_bound(|dev, cmds| {
+        control.with_bound(|dev, cmds| {
             let mapped = MappedPages::new(dev, pages, dir)?;
             let skip = offset / SZ_4K;
             let first_off = offset % SZ_4K;
@@ -122,22 +163,32 @@ impl Mr {
                 access: hw_access,
                 npages: u32::try_from(npages)?,
                 first_off: u32::try_from(first_off)?,
-                length: len,
+                length: u64::try_from(ulen)?,
                 page_list: list.dma_address(),
                 ..Default::default()
+            };
+            let region = Region {
+                mapped,
+                // CAST: usize -> u64 is lossless on every architecture Linux supports.
+                npages: npages as u64,
+                uid,
             };
             let done = match cmds.exec(cmd.encode()) {
                 Ok(done) => done,
                 Err(e) => {
                     // Posted but not completed: the NIC may still read the
-                    // list and register the pages; keep both until reset.
-                    cmds.orphan(Orphan::PageList(list));
-                    cmds.orphan(Orphan::Region(mapped));
+                    // list and register (then write) the pages; keep both
+                    // until it is reset, counted as an entry in use.
+                    control.mr_in_use.add(1, Relaxed);
+                    control.pinned_pages.add(region.npages, Relaxed);
+                    cmds.hold(Held::PageList(list));
+                    cmds.hold(Held::Region(region));
+                    *held = true;
                     return Err(e);
                 }
             };
             match done.status {
-                status::ST_OK => Ok((done.result, mapped, npages)),
+                status::ST_OK => Ok((done.result, region)),
                 status::ST_NO_SPACE => Err(ENOSPC),
                 st => {
                     pr_err!(
@@ -148,68 +199,74 @@ impl Mr {
                     Err(EIO)
                 }
             }
-        })?;
-        // CAST: usize -> u64 is lossless on every architecture Linux supports.
-        let npages = npages as u64;
-        control.mr_in_use.add(1, Relaxed);
-        control.pinned_pages.add(npages, Relaxed);
-        Ok(Self {
-            key,
-            control,
-            npages,
-            mapped: Some(mapped),
         })
     }
 
     /// Pages this region pins.
     pub(crate) fn npages(&self) -> u64 {
-        self.npages
+        self.region.as_ref().map_or(0, |r| r.npages)
     }
 
-    /// Invalidates the NIC's entry. `Ok` also when the NIC is gone: unbinding
-    /// reset it, which invalidated every key.
+    /// Invalidates the NIC's entry: `Ok` once the NIC answered (any answer:
+    /// an entry it does not know is one it cannot use); `ENODEV` when the
+    /// NIC is being or has been unbound, `EIO` when it did not answer.
     fn invalidate(&self) -> Result {
-        let res = self.control.with_bound(|_, cmds| {
+        self.control.with_bound(|_, cmds| {
             let cmd = CmdMrInval {
                 opcode: CMD_MR_INVAL,
                 key: self.key,
                 ..Default::default()
             };
             let done = cmds.exec(cmd.encode())?;
-            match done.status {
-                status::ST_OK => Ok(()),
-                st => {
-                    pr_err!(
-                        "NIC refused to invalidate key {:#x}: status {}\n",
-                        self.key,
-                        st
-                    );
+            if done.status != status::ST_OK {
+                pr_err!(
+                    "NIC refused to invalidate key {:#x}: status {}\n",
+                    self.key,
+                    done.status
+                );
+            }
+            Ok(())
+        })
+    }
+
+    /// Deregisters the region: invalidate, then unmap, unpin and uncharge.
+    ///
+    /// `EIO` if the NIC did not confirm the invalidation: the pages are then
+    /// held (still pinned and charged) until the NIC is reset. While the NIC
+    /// is being unbound they are held until the unbind's reset completes (a
+    /// moment later) and this returns 0.
+    pub(crate) fn deregister(mut self) -> Result {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result {
+        let Some(region) = self.region.take() else {
+            return Ok(());
+        };
+        match self.invalidate() {
+            Ok(()) => {
+                self.control.free_region(region);
+                Ok(())
+            }
+            Err(e) => {
+                self.control.release(Held::Region(region));
+                if e == ENODEV {
+                    Ok(())
+                } else {
                     Err(EIO)
                 }
             }
-        });
-        match res {
-            Err(e) if e == ENODEV => Ok(()),
-            res => res,
         }
     }
 }
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        let mapped = self.mapped.take();
-        self.control.mr_in_use.fetch_sub(1, Relaxed);
-        if self.invalidate().is_ok() {
-            self.control.pinned_pages.fetch_sub(self.npages, Relaxed);
-            // Unmaps, then unpins and uncharges the pages.
-            drop(mapped);
-        } else if let Some(mapped) = mapped {
+        if self.release().is_err() {
             pr_err!(
-                "key {:#x}: NIC did not confirm invalidation; {} pages stay pinned until it is reset\n",
-                self.key,
-                self.npages
+                "key {:#x}: NIC did not confirm invalidation; pages stay pinned until it is reset\n",
+                self.key
             );
-            self.control.adopt(Orphan::Region(mapped));
         }
     }
 }

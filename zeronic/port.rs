@@ -33,7 +33,10 @@ use kernel::{
 };
 
 use crate::{
-    control::Control,
+    control::{
+        Control,
+        Held, //
+    },
     hw::regs,
     nic_regs::NicRegs,
     queues::{
@@ -137,7 +140,7 @@ impl Port {
                 self.index,
                 e
             );
-            self.quiesce(&tx, &rx);
+            self.quiesce(tx, rx);
             return Err(e);
         }
         let q = self.napi.data();
@@ -147,7 +150,7 @@ impl Port {
         if let Err(e) = self.napi.enable() {
             let tx = q.tx.lock().take();
             let rx = q.rx.lock().take();
-            if let (Some(tx), Some(rx)) = (&tx, &rx) {
+            if let (Some(tx), Some(rx)) = (tx, rx) {
                 self.quiesce(tx, rx);
             }
             return Err(e);
@@ -176,33 +179,43 @@ impl Port {
         self.napi.disable();
         let tx = q.tx.lock().take();
         let rx = q.rx.lock().take();
-        if let (Some(tx), Some(rx)) = (&tx, &rx) {
+        if let (Some(tx), Some(rx)) = (tx, rx) {
             self.quiesce(tx, rx);
         }
     }
 
-    /// Disables the port and its queues on the NIC (best effort: a NIC that
-    /// is gone or dead does no DMA any more either).
-    fn quiesce(&self, tx: &TxRing, rx: &RxRing) {
-        let res = tx
-            .txq
-            .disable(&self.regs)
-            .and(tx.txcq.disable(&self.regs))
-            .and(rx.rxq.disable(&self.regs))
-            .and(rx.rxcq.disable(&self.regs));
+    /// Disables the port and its queues on the NIC, then gives the rings
+    /// back: freed if the NIC confirmed every queue stopped, otherwise held
+    /// by the control plane until the NIC is reset (or leaked if it never
+    /// is), as the NIC may still write them.
+    fn quiesce(&self, tx: TxRing, rx: RxRing) {
+        if self.control.is_lost() {
+            // Its reset already went unanswered: waiting for each queue
+            // would only add timeouts before the same outcome.
+            self.control.release(Held::Tx(tx));
+            self.control.release(Held::Rx(rx));
+            return;
+        }
+        // Every queue is asked to stop, whatever the others answer.
+        let res = [
+            tx.txq.disable(&self.regs),
+            tx.txcq.disable(&self.regs),
+            rx.rxq.disable(&self.regs),
+            rx.rxcq.disable(&self.regs),
+        ];
         if let Ok(r) = self.regs.get() {
             let _ = r.w32(self.block() + regs::PORT_CTRL, 0);
             let _ = r.doorbell(regs::DB_CMD);
         }
-        if let Err(e) = res {
-            if e != ENODEV {
-                dev_warn!(
-                    self.pdev.as_ref(),
-                    "port {}: queues did not stop: {:?}\n",
-                    self.index,
-                    e
-                );
-            }
+        if let Some(Err(e)) = res.into_iter().find(Result::is_err) {
+            dev_warn!(
+                self.pdev.as_ref(),
+                "port {}: queues did not confirm they stopped ({:?}); their rings are held until the NIC is reset\n",
+                self.index,
+                e
+            );
+            self.control.release(Held::Tx(tx));
+            self.control.release(Held::Rx(rx));
         }
     }
 

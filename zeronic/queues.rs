@@ -83,6 +83,10 @@ use crate::{
 /// Ethernet header bytes added to the MTU to get the largest frame.
 const ETH_HLEN: u32 = regs::ETH_HLEN;
 
+/// An 802.1Q tag: a VLAN device on a port sends and receives frames of MTU +
+/// 18 bytes (the NIC carries them, hardware spec §9).
+const VLAN_HLEN: u32 = regs::VLAN_HLEN;
+
 /// Bytes of buffers per ring the ring size aims at: big MTUs get fewer slots.
 const RING_BYTES: u32 = 4 << 20;
 
@@ -90,7 +94,7 @@ const RING_BYTES: u32 = 4 << 20;
 pub(crate) fn ring_geometry(mtu: u32) -> (u32, u32) {
     // Buffers are a multiple of 64 bytes (cache line, and the NIC's alignment
     // rule for ring bases applies to nothing else but keeps copies aligned).
-    let buf_len = (mtu + ETH_HLEN).next_multiple_of(64);
+    let buf_len = (mtu + ETH_HLEN + VLAN_HLEN).next_multiple_of(64);
     let slots = (RING_BYTES / buf_len).clamp(32, 256);
     // Round down to a power of two.
     let slots = 1u32 << (31 - slots.leading_zeros());
@@ -460,7 +464,7 @@ mod tests {
         let mut mtu = kernel::net::dev::ETH_MIN_MTU;
         while mtu <= regs::MAX_MTU {
             let (buf_len, slots) = ring_geometry(mtu);
-            assert!(buf_len >= mtu + ETH_HLEN);
+            assert!(buf_len >= mtu + ETH_HLEN + VLAN_HLEN);
             assert_eq!(buf_len % 64, 0);
             assert!(slots.is_power_of_two());
             assert!((32..=256).contains(&slots));

@@ -56,7 +56,11 @@ pub(crate) struct Query {
     pub(crate) flow_capacity: u32,
     pub(crate) ms_per_flow: u32,
     pub(crate) ports: [PortInfo; MAX_PORTS],
-    pub(crate) reserved: [u64; 4],
+    pub(crate) mr_user_max: u32,
+    pub(crate) mr_user_in_use: u32,
+    pub(crate) user_locked_pages: u64,
+    pub(crate) held_pages: u64,
+    pub(crate) reserved: [u64; 1],
 }
 
 /// `struct zeronic_mr_reg`.
@@ -67,22 +71,22 @@ pub(crate) struct MrReg {
     pub(crate) length: u64,
     pub(crate) nic: u32,
     pub(crate) access: u32,
-    pub(crate) key: u32,
-    pub(crate) reserved: u32,
+    pub(crate) key: u64,
 }
 
 /// `struct zeronic_mr_dereg`.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct MrDereg {
-    pub(crate) key: u32,
+    pub(crate) key: u64,
+    pub(crate) nic: u32,
     pub(crate) reserved: u32,
 }
 
 const _: () = assert!(size_of::<PortInfo>() == 16);
 const _: () = assert!(size_of::<Query>() == 120);
 const _: () = assert!(size_of::<MrReg>() == 32);
-const _: () = assert!(size_of::<MrDereg>() == 8);
+const _: () = assert!(size_of::<MrDereg>() == 16);
 
 // SAFETY: All four are `repr(C)` structs of integers (and arrays of them)
 // without padding (sizes pinned above): every byte pattern is a valid value.
@@ -102,7 +106,7 @@ unsafe impl AsBytes for MrReg {}
 
 /// `ZERONIC_IOC_QUERY`.
 pub(crate) const IOC_QUERY: u32 = _IOWR::<Query>(IOCTL_TYPE, 0x00);
-/// `ZERONIC_IOC_MR_REG`.
-pub(crate) const IOC_MR_REG: u32 = _IOWR::<MrReg>(IOCTL_TYPE, 0x01);
-/// `ZERONIC_IOC_MR_DEREG`.
-pub(crate) const IOC_MR_DEREG: u32 = _IOW::<MrDereg>(IOCTL_TYPE, 0x02);
+/// `ZERONIC_IOC_MR_REG` (0x01 was its version 1, retired).
+pub(crate) const IOC_MR_REG: u32 = _IOWR::<MrReg>(IOCTL_TYPE, 0x03);
+/// `ZERONIC_IOC_MR_DEREG` (0x02 was its version 1, retired).
+pub(crate) const IOC_MR_DEREG: u32 = _IOW::<MrDereg>(IOCTL_TYPE, 0x04);

@@ -38,6 +38,12 @@ module! {
     description: "ZeroNIC host networking stack (zero-copy NIC driver and control device)",
     license: "GPL",
     version: "0.1.0",
+    params: {
+        max_mrs_per_user: u32 {
+            default: 1024,
+            description: "MR Table entries one user may hold on each NIC (0: no per-user bound)",
+        },
+    },
 }
 
 /// Module state: everything that lives from load to unload.

@@ -1,20 +1,24 @@
 //! Command queue entries (64 bytes, driver -> NIC) and command completions
 //! (16 bytes, NIC -> driver) for the MR Table, Flow Table and MS Lists.
 //! Every command starts with `opcode: u16, flags: u16, cookie: u32`.
+//!
+//! MR keys are 64-bit: bits 0..16 are the MR Table slot, bits 16..64 a
+//! 48-bit generation the NIC draws from a keyed permutation of its
+//! registration counter, never 0, never repeated between two resets.
 
 /// Command: no operation (completes with ST_OK).
 pub const CMD_NOP: u16 = 1;
-/// Command: register a memory region ([`CmdMrReg`]); result = MR key.
+/// Command: register a memory region ([`CmdMrReg`]); result = MR key (u64).
 pub const CMD_MR_REG: u16 = 2;
 /// Command: invalidate a memory region ([`CmdMrInval`]).
 pub const CMD_MR_INVAL: u16 = 3;
 /// Command: install a flow ([`CmdFlow`]); result = flow index.
 pub const CMD_FLOW_INSTALL: u16 = 4;
-/// Command: update a flow ([`CmdFlow`], fields chosen by `flags`).
+/// Command: update a flow ([`CmdFlow`], fields chosen by `flags`); result = cursor after it.
 pub const CMD_FLOW_UPDATE: u16 = 5;
 /// Command: remove a flow ([`CmdFlow`], only `flow` used).
 pub const CMD_FLOW_REMOVE: u16 = 6;
-/// Command: post a memory segment to a flow's MS List ([`CmdMsPost`]).
+/// Command: post a memory segment to a flow's MS List ([`CmdMsPost`]); result = its start stream offset.
 pub const CMD_MS_POST: u16 = 7;
 
 /// MR right: the NIC may DMA-read the region (TX merge payload).
@@ -23,6 +27,14 @@ pub const MR_ACCESS_LOCAL_READ: u32 = 1 << 0;
 pub const MR_ACCESS_LOCAL_WRITE: u32 = 1 << 1;
 /// All MR rights defined.
 pub const MR_ACCESS_ALL: u32 = MR_ACCESS_LOCAL_READ | MR_ACCESS_LOCAL_WRITE;
+
+/// Low bits of an MR key holding the MR Table slot; the 48 bits above are
+/// the registration's generation.
+pub const MR_KEY_SLOT_BITS: u32 = 16;
+
+/// Stream offsets (cursor, ring window, end of a posted segment) stay below
+/// 2^63: a command that would reach it fails with `ST_BAD_DESC`.
+pub const STREAM_OFF_LIMIT: u64 = 1 << 63;
 
 le_struct! {
     /// Generic view of a command: the common header.
@@ -80,9 +92,7 @@ le_struct! {
         /// Echoed.
         pub cookie: u32,
         /// Key returned by CMD_MR_REG.
-        pub key: u32,
-        /// Reserved, 0.
-        pub rsvd0: u32,
+        pub key: u64,
         /// Reserved, 0.
         pub rsvd1: u64,
         /// Reserved, 0.
@@ -108,7 +118,9 @@ pub const FLOW_RX_RING: u16 = 2;
 /// (at most the cursor): bytes before it were consumed and may be overwritten.
 pub const FLOWU_RING_HEAD: u16 = 1 << 0;
 /// CMD_FLOW_UPDATE flag: move the RX cursor forward to `stream_off` (bytes
-/// the driver got by fallback and TCP accepted; they count as placed).
+/// the driver got by fallback and TCP accepted; they count as placed). Placed
+/// out-of-order ranges contiguous with the new cursor are absorbed; the
+/// completion's result is the cursor after the update.
 pub const FLOWU_CURSOR: u16 = 1 << 1;
 
 /// IP protocol number of TCP, the only offloadable protocol.
@@ -141,27 +153,25 @@ le_struct! {
         pub remote_port: u16,
         /// INSTALL: sequence number of receive stream offset 0 (the peer's ISN + 1).
         pub rx_isn: u32,
-        /// INSTALL: sequence number of send stream offset 0 (informational).
-        pub tx_isn: u32,
-        /// INSTALL: `FLOW_RX_*`.
-        pub mode: u16,
-        /// Reserved, 0.
-        pub rsvd0: u16,
         /// INSTALL with FLOW_RX_RING: MR key of the ring (LOCAL_WRITE).
-        pub ring_key: u32,
-        /// INSTALL with FLOW_RX_RING: ring bytes (nonzero).
-        pub ring_size: u32,
+        pub ring_key: u64,
         /// INSTALL with FLOW_RX_RING: ring start inside the MR.
         pub ring_offset: u64,
         /// INSTALL with FLOW_RX_RING: window head (= initial cursor).
         /// UPDATE: new ring head (FLOWU_RING_HEAD) or cursor (FLOWU_CURSOR).
         pub stream_off: u64,
+        /// INSTALL with FLOW_RX_RING: ring bytes (nonzero).
+        pub ring_size: u32,
+        /// INSTALL: `FLOW_RX_*`.
+        pub mode: u16,
+        /// Reserved, 0.
+        pub rsvd0: u16,
     }
 }
 
 /// MS direction: receive segment (placement target).
 pub const MS_DIR_RECV: u16 = 0;
-/// MS direction: send segment (reserved in version 1: ST_UNSUPPORTED).
+/// MS direction: send segment (reserved: ST_UNSUPPORTED).
 pub const MS_DIR_SEND: u16 = 1;
 
 le_struct! {
@@ -182,15 +192,15 @@ le_struct! {
         /// Reserved, 0.
         pub rsvd0: u16,
         /// MR key (LOCAL_WRITE for receive).
-        pub mr_key: u32,
-        /// Segment bytes (nonzero).
-        pub len: u32,
+        pub mr_key: u64,
         /// Segment start inside the MR.
         pub mr_offset: u64,
         /// Opaque to the NIC (driver bookkeeping).
         pub seg_cookie: u64,
+        /// Segment bytes (nonzero).
+        pub len: u32,
         /// Reserved, 0.
-        pub rsvd1: u64,
+        pub rsvd1: u32,
         /// Reserved, 0.
         pub rsvd2: u64,
         /// Reserved, 0.
@@ -207,9 +217,8 @@ le_struct! {
         pub opcode: u16,
         /// `status::ST_*`.
         pub status: u16,
-        /// MR_REG: key. FLOW_INSTALL: flow index. Otherwise 0.
-        pub result: u32,
-        /// MS_POST: low 32 bits of the segment's start stream offset.
-        pub result2: u32,
+        /// MR_REG: key. FLOW_INSTALL: flow index. FLOW_UPDATE: cursor after
+        /// it. MS_POST: the segment's start stream offset. Otherwise 0.
+        pub result: u64,
     }
 }

@@ -36,15 +36,15 @@ le_struct! {
         /// Reserved, 0.
         pub rsvd0: u16,
         /// Merge: MR key of the payload (needs MR_ACCESS_LOCAL_READ).
-        pub mr_key: u32,
-        /// Merge: payload length in bytes (0 allowed: header only).
-        pub pay_len: u32,
+        pub mr_key: u64,
         /// Merge: payload offset inside the MR.
         pub mr_offset: u64,
         /// Opaque, echoed in the completion.
         pub cookie: u64,
+        /// Merge: payload length in bytes (0 allowed: header only).
+        pub pay_len: u32,
         /// Reserved, 0.
-        pub rsvd1: u64,
+        pub rsvd1: u32,
         /// Reserved, 0.
         pub rsvd2: u64,
     }
@@ -119,7 +119,8 @@ pub const HDRQ_HDR_MAX: usize = HDRQ_ENTRY_SIZE - HDRQ_HDR_OFFSET;
 pub const HDRF_COALESCED: u16 = 1 << 0;
 /// Header flag: placed above the cursor (out of order).
 pub const HDRF_OOO: u16 = 1 << 1;
-/// Header flag: entirely below the cursor; nothing was written.
+/// Header flag: entirely below the cursor; nothing was written (the TCP
+/// checksum was verified all the same).
 pub const HDRF_DUP: u16 = 1 << 2;
 /// Header flag: the packet carried no payload (pure ACK/FIN/RST...).
 pub const HDRF_NO_PAYLOAD: u16 = 1 << 3;

@@ -42,7 +42,7 @@ pub const fn doorbell_value(db: u16) -> u32 {
 /// `REG_MAGIC` value: the bytes "ZNIC" in memory order.
 pub const ZN_MAGIC: u32 = 0x4349_4e5a;
 /// Major version; a driver refuses a different major.
-pub const ZN_VERSION_MAJOR: u32 = 1;
+pub const ZN_VERSION_MAJOR: u32 = 2;
 /// Minor version; additions only.
 pub const ZN_VERSION_MINOR: u32 = 0;
 /// `REG_VERSION` value: `major << 16 | minor`.
@@ -77,32 +77,49 @@ pub const ZN_CAPS: u32 = CAP_RX_SPLIT
 // ---- capacities (also readable from BAR2) ----
 /// Ports per guest in the largest topology.
 pub const MAX_PORTS: u32 = 2;
-/// Largest MTU (IP packet bytes) a port accepts; frames add 14 bytes.
+/// Largest MTU (IP packet bytes) a port accepts; frames add 14 bytes (18 tagged).
 pub const MAX_MTU: u32 = 65_280;
 /// Ethernet II header length.
 pub const ETH_HLEN: u32 = 14;
-/// Largest frame on the wire (no FCS on the emulated wire).
-pub const MAX_FRAME: u32 = MAX_MTU + ETH_HLEN;
+/// Length of one 802.1Q tag (TPID 0x8100 + TCI) after the source MAC.
+pub const VLAN_HLEN: u32 = 4;
+/// EtherType (TPID) of an 802.1Q-tagged frame; such a frame may carry
+/// `VLAN_HLEN` bytes beyond MTU + ETH_HLEN.
+pub const ETH_P_8021Q: u16 = 0x8100;
+/// Largest frame on the wire: a tagged frame at `MAX_MTU` (no FCS on the emulated wire).
+pub const MAX_FRAME: u32 = MAX_MTU + ETH_HLEN + VLAN_HLEN;
 /// Default MTU after reset.
 pub const DEFAULT_MTU: u32 = 9_000;
 /// MR Table entries.
 pub const MR_CAPACITY: u32 = 4_096;
 /// Pages one region may span (4 GiB of 4 KiB pages).
 pub const MR_MAX_PAGES: u32 = 1 << 20;
+/// Physically contiguous page runs (extents) the MR Table holds over all
+/// regions together; a registration that would exceed it fails with
+/// `ST_NO_SPACE`. A region of scattered (or repeated) pages needs one per page.
+pub const MR_MAX_EXTENTS: u32 = 1 << 20;
 /// Page size of MR page lists.
 pub const MR_PAGE_SIZE: u64 = 4_096;
 /// Flow Table entries.
 pub const FLOW_CAPACITY: u32 = 1_024;
 /// Receive memory segments postable per flow at once.
 pub const MS_PER_FLOW: u32 = 256;
+/// Disjoint out-of-order ranges a flow tracks above its cursor; a packet
+/// that would need one more goes to the normal path (`PSTAT_RX_OOO_FULL`).
+pub const FLOW_MAX_OOO: u32 = 32;
 /// Largest ring (entries, a power of two).
 pub const MAX_RING: u32 = 4_096;
 /// MSI-X vectors the NIC raises: 1 async + 2 per port.
 pub const NUM_VECTORS: u32 = 1 + 2 * MAX_PORTS;
 /// Vector slots in the vector-control table.
 pub const MAX_VECTORS: u32 = 16;
-/// Default RX coalescing limit (bytes per header-queue entry).
-pub const DEFAULT_COALESCE_BYTES: u32 = 65_536;
+/// Default RX coalescing limit (payload bytes per header-queue entry):
+/// 65535 - 20 (IPv4 header) - 60 (largest TCP header), so a coalesced entry's
+/// rebuilt IPv4 total length fits 16 bits.
+pub const DEFAULT_COALESCE_BYTES: u32 = 65_535 - 20 - 60;
+/// Largest IPv4 total length: an entry's payload + its IPv4 and TCP header
+/// lengths never exceed it, whatever `PORT_COALESCE_BYTES` says.
+pub const IPV4_MAX_TOT_LEN: u32 = 65_535;
 
 // ---- global registers ----
 /// ro u32: `ZN_MAGIC`.
@@ -131,6 +148,8 @@ pub const REG_MAX_RING: usize = 0x028;
 pub const REG_BAR2_SIZE: usize = 0x02c;
 /// ro u32: size of the guest RAM the model maps (MiB), 0 if not mapped yet.
 pub const REG_DMA_WINDOW_MB: usize = 0x030;
+/// ro u32: `MR_MAX_EXTENTS`.
+pub const REG_MR_MAX_EXTENTS: usize = 0x034;
 /// rw u32: device control, `DEV_CTRL_*`.
 pub const REG_DEV_CTRL: usize = 0x040;
 /// ro u32: device status, `DEV_STATUS_*`.
@@ -252,7 +271,8 @@ pub const PORT_MTU: usize = 0x004;
 pub const PORT_MAC_LO: usize = 0x008;
 /// Port block: rw u32 MAC bytes 4..6 in bits 0..16.
 pub const PORT_MAC_HI: usize = 0x00c;
-/// Port block: rw u32 max payload bytes per coalesced header entry (0 = off).
+/// Port block: rw u32 max payload bytes per coalesced header entry (0 = off;
+/// never more than IPV4_MAX_TOT_LEN minus the packets' IPv4 and TCP headers).
 pub const PORT_COALESCE_BYTES: usize = 0x010;
 /// Port block: ro u32 link status, 1 = up (a peer port is wired).
 pub const PORT_LINK: usize = 0x014;
@@ -331,3 +351,6 @@ pub const PSTAT_TX_TSO_FRAMES: usize = 23;
 pub const PSTAT_RX_DUP_FRAMES: usize = 24;
 /// Frames placed above the cursor (out of order).
 pub const PSTAT_RX_OOO_FRAMES: usize = 25;
+/// Offloaded-flow frames not placed: they would have needed more than
+/// FLOW_MAX_OOO out-of-order ranges (delivered by the normal path).
+pub const PSTAT_RX_OOO_FULL: usize = 26;

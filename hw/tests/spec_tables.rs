@@ -128,17 +128,22 @@ fn code_constants() -> BTreeMap<String, u64> {
         MAX_PORTS,
         MAX_MTU,
         ETH_HLEN,
+        VLAN_HLEN,
+        ETH_P_8021Q,
         MAX_FRAME,
         DEFAULT_MTU,
         MR_CAPACITY,
         MR_MAX_PAGES,
+        MR_MAX_EXTENTS,
         MR_PAGE_SIZE,
         FLOW_CAPACITY,
         MS_PER_FLOW,
+        FLOW_MAX_OOO,
         MAX_RING,
         NUM_VECTORS,
         MAX_VECTORS,
         DEFAULT_COALESCE_BYTES,
+        IPV4_MAX_TOT_LEN,
         REG_MAGIC,
         REG_VERSION,
         REG_CAPS,
@@ -152,6 +157,7 @@ fn code_constants() -> BTreeMap<String, u64> {
         REG_MAX_RING,
         REG_BAR2_SIZE,
         REG_DMA_WINDOW_MB,
+        REG_MR_MAX_EXTENTS,
         REG_DEV_CTRL,
         REG_DEV_STATUS,
         REG_FATAL_CODE,
@@ -237,6 +243,7 @@ fn code_constants() -> BTreeMap<String, u64> {
         PSTAT_TX_TSO_FRAMES,
         PSTAT_RX_DUP_FRAMES,
         PSTAT_RX_OOO_FRAMES,
+        PSTAT_RX_OOO_FULL,
     );
     consts!(m, status:
         ST_OK,
@@ -296,6 +303,8 @@ fn code_constants() -> BTreeMap<String, u64> {
         MR_ACCESS_LOCAL_READ,
         MR_ACCESS_LOCAL_WRITE,
         MR_ACCESS_ALL,
+        MR_KEY_SLOT_BITS,
+        STREAM_OFF_LIMIT,
         FLOW_RX_SEGMENTS,
         FLOW_RX_RING,
         FLOWU_RING_HEAD,
@@ -320,9 +329,9 @@ fn code_layouts() -> Vec<(String, usize, Fields)> {
             mss,
             rsvd0,
             mr_key,
-            pay_len,
             mr_offset,
             cookie,
+            pay_len,
             rsvd1,
             rsvd2
         ),
@@ -379,7 +388,6 @@ fn code_layouts() -> Vec<(String, usize, Fields)> {
             flags,
             cookie,
             key,
-            rsvd0,
             rsvd1,
             rsvd2,
             rsvd3,
@@ -400,13 +408,12 @@ fn code_layouts() -> Vec<(String, usize, Fields)> {
             local_port,
             remote_port,
             rx_isn,
-            tx_isn,
-            mode,
-            rsvd0,
             ring_key,
-            ring_size,
             ring_offset,
-            stream_off
+            stream_off,
+            ring_size,
+            mode,
+            rsvd0
         ),
         layout!(
             cmd::CmdMsPost,
@@ -417,14 +424,14 @@ fn code_layouts() -> Vec<(String, usize, Fields)> {
             dir,
             rsvd0,
             mr_key,
-            len,
             mr_offset,
             seg_cookie,
+            len,
             rsvd1,
             rsvd2,
             rsvd3
         ),
-        layout!(cmd::CmdCompletion, cookie, opcode, status, result, result2),
+        layout!(cmd::CmdCompletion, cookie, opcode, status, result),
     ]
 }
 
@@ -482,5 +489,8 @@ fn spec_layouts_match_code() {
         assert_eq!(dfields, &fields, "{name} fields (name, offset, size)");
         let sum: usize = fields.iter().map(|f| f.2).sum();
         assert_eq!(sum, size, "{name}: fields must cover the struct");
+        for (f, off, fsize) in &fields {
+            assert_eq!(off % fsize, 0, "{name}.{f}: not naturally aligned");
+        }
     }
 }

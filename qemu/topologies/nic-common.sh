@@ -5,8 +5,11 @@
 # directory (unix socket paths are limited to 108 bytes), guest RAM files in
 # /dev/shm (the model's DMA window: guest-physical address = file offset).
 # Guest side: the NIC is an ivshmem-doorbell PCI function (1af4:1110); the
-# model's control socket is a virtio-serial port named "zeronic.ctl", so a
-# test in the guest changes wire impairments while it runs (qemu/guest/zn-wire).
+# guest's own control socket of the model is a virtio-serial port named
+# "zeronic.ctl", so a test in the guest changes wire impairments while it
+# runs (qemu/guest/zn-wire). That socket only reaches the guest's own device
+# and the wire directions leaving its ports; the host-side ctl.sock reaches
+# everything.
 
 ZN_NIC_BIN=$ZN_ROOT/target/release/zeronic-nic
 ZN_NIC_VECTORS=8
@@ -31,7 +34,7 @@ nic_start() {
 	[ -x "$ZN_NIC_BIN" ] || die "$ZN_NIC_BIN is not built; run 'make userspace'"
 	NIC_DIR=$(mktemp -d /tmp/zn-XXXXXX)
 	for g in "$@"; do
-		args+=(--guest "$g=/dev/shm/$(basename "$NIC_DIR")-$g.ram,socket=$NIC_DIR/$g.sock")
+		args+=(--guest "$g=/dev/shm/$(basename "$NIC_DIR")-$g.ram,socket=$NIC_DIR/$g.sock,ctl=$NIC_DIR/$g.ctl")
 	done
 	[ -z "$NIC_WIRE" ] || args+=(--wire "$NIC_WIRE")
 	"$ZN_NIC_BIN" run --topology "$topology" "${args[@]}" \
@@ -42,7 +45,7 @@ nic_start() {
 	disown "$NIC_PID"
 	local i
 	for i in $(seq 100); do
-		[ -S "$NIC_DIR/ctl.sock" ] && [ -S "$NIC_DIR/${1}.sock" ] && break
+		[ -S "$NIC_DIR/ctl.sock" ] && [ -S "$NIC_DIR/${1}.sock" ] && [ -S "$NIC_DIR/${1}.ctl" ] && break
 		kill -0 "$NIC_PID" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -61,7 +64,7 @@ nic_qemu_opts() {
 		-machine memory-backend=znmem \
 		-chardev "socket,path=$NIC_DIR/$g.sock,id=zn" \
 		-device "ivshmem-doorbell,chardev=zn,vectors=$ZN_NIC_VECTORS" \
-		-chardev "socket,path=$NIC_DIR/ctl.sock,id=znctl,reconnect-ms=1000" \
+		-chardev "socket,path=$NIC_DIR/$g.ctl,id=znctl,reconnect-ms=1000" \
 		-device virtio-serial-pci,id=znser \
 		-device "virtserialport,bus=znser.0,chardev=znctl,name=zeronic.ctl"
 }

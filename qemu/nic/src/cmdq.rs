@@ -8,9 +8,13 @@ use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 
 use crate::device::Device;
+use crate::mr::RegRequest;
 
 /// Commands executed per scan (bounds the time the device lock is held).
 const CMD_BUDGET: u32 = 64;
+/// Page-list entries registrations may read per scan; the command that
+/// crosses it is the scan's last (a maximal registration takes one scan).
+const PAGE_BUDGET: u64 = MR_MAX_PAGES as u64;
 
 impl Device {
     /// Executes pending commands while completions fit.
@@ -23,9 +27,10 @@ impl Device {
             self.fail_cmdq();
             return;
         };
+        let mut pages = 0u64;
         for _ in 0..n.min(CMD_BUDGET) {
-            if self.cmdcq.space(&self.bar) == 0 {
-                break; // back-pressure: the command stays queued
+            if self.cmdcq.space(&self.bar) == 0 || pages >= PAGE_BUDGET {
+                break; // back-pressure / work bound: the command stays queued
             }
             let addr = self.cmdq.slot(self.cmdq.idx);
             let (hdr, res) = match mem.read_array::<64>(addr) {
@@ -33,14 +38,17 @@ impl Device {
                     let mut h = [0u8; 8];
                     h.copy_from_slice(&b[..8]);
                     let hdr = CmdHeader::decode(&h);
+                    if hdr.opcode == CMD_MR_REG {
+                        pages += CmdMrReg::decode(&b).npages.min(MR_MAX_PAGES) as u64;
+                    }
                     (hdr, self.execute(&b, hdr.opcode))
                 }
                 Err(_) => (CmdHeader::default(), Err(ST_DMA)),
             };
             self.cmdq.consume(&self.bar);
-            let (status, result, result2) = match res {
-                Ok((r, r2)) => (ST_OK, r, r2),
-                Err(s) => (s, 0, 0),
+            let (status, result) = match res {
+                Ok(r) => (ST_OK, r),
+                Err(s) => (s, 0),
             };
             self.gstat(
                 if status == ST_OK {
@@ -55,7 +63,6 @@ impl Device {
                 opcode: hdr.opcode,
                 status,
                 result,
-                result2,
             };
             if self.cmdcq.produce(&self.bar, &mem, &c.encode()) {
                 self.note_entry(VEC_ASYNC, now);
@@ -63,23 +70,23 @@ impl Device {
         }
     }
 
-    fn execute(&mut self, b: &[u8; 64], op: u16) -> Result<(u32, u32), u16> {
+    /// Executes one command; Ok carries the completion's `result`.
+    fn execute(&mut self, b: &[u8; 64], op: u16) -> Result<u64, u16> {
         let Some(mem) = self.mem.clone() else {
             return Err(ST_DMA);
         };
         match op {
-            CMD_NOP => Ok((0, 0)),
+            CMD_NOP => Ok(0),
             CMD_MR_REG => {
                 let c = CmdMrReg::decode(b);
-                let key = self.mrs.register(
-                    &mem,
-                    c.access,
-                    c.npages,
-                    c.first_off,
-                    c.length,
-                    c.page_list,
-                )?;
-                Ok((key, 0))
+                let req = RegRequest {
+                    access: c.access,
+                    npages: c.npages,
+                    first_off: c.first_off,
+                    length: c.length,
+                    page_list: c.page_list,
+                };
+                self.mrs.register(&mem, &req)
             }
             CMD_MR_INVAL => {
                 // All DMA of this guest's device happens under the same lock
@@ -87,17 +94,16 @@ impl Device {
                 let c = CmdMrInval::decode(b);
                 self.mrs.invalidate(c.key)?;
                 self.flows.drop_key(c.key);
-                Ok((0, 0))
+                Ok(0)
             }
             CMD_FLOW_INSTALL => {
                 let c = CmdFlow::decode(b);
                 let idx = self.flows.install(&c, self.nports, &self.mrs)?;
-                Ok((idx, 0))
+                Ok(idx as u64)
             }
             CMD_FLOW_UPDATE => {
                 let c = CmdFlow::decode(b);
-                self.flows.update(&c)?;
-                Ok((c.flow, 0))
+                self.flows.update(&c)
             }
             CMD_FLOW_REMOVE => {
                 let c = CmdFlow::decode(b);
@@ -107,12 +113,11 @@ impl Device {
                         p.open = None; // never report a removed flow
                     }
                 }
-                Ok((c.flow, 0))
+                Ok(0)
             }
             CMD_MS_POST => {
                 let c = CmdMsPost::decode(b);
-                let start = self.flows.post(&c, &self.mrs)?;
-                Ok((c.flow, start as u32))
+                self.flows.post(&c, &self.mrs)
             }
             _ => Err(ST_BAD_OPCODE),
         }

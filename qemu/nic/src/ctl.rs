@@ -7,10 +7,17 @@
 //! A connection may carry many commands: QEMU keeps one open for a guest's
 //! virtio-serial control port (qemu/topologies), so tests inside the guest
 //! change impairments while they run. `zeronic-nic ctl` sends one and closes.
+//!
+//! Each socket has a [`Scope`]: the host's socket acts on everything; a
+//! guest's own socket (the one its virtio-serial port reaches) only on that
+//! guest's device and the wire directions leaving its ports, unless the
+//! model was started with `--guest-ctl-all`. Input is bounded: lines of at
+//! most [`MAX_LINE`] bytes, at most [`MAX_CONNS`] connections per socket.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -22,6 +29,31 @@ use crate::wire::Endpoint;
 /// Last line of every reply, so a client on a long-lived connection knows
 /// where a multi-line reply ends.
 pub const END: &str = ".";
+
+/// Longest command line accepted (newline included); a longer one gets an
+/// error reply and the connection is closed.
+pub const MAX_LINE: usize = 1024;
+/// Connections one control socket serves at once; more are answered with
+/// an error and closed.
+pub const MAX_CONNS: usize = 8;
+
+/// What a control connection may act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every guest's device and every wire direction (the host's socket).
+    All,
+    /// Guest `g`'s device and the wire directions leaving its ports.
+    Guest(usize),
+}
+
+impl Scope {
+    fn allows(self, guest: usize) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Guest(g) => g == guest,
+        }
+    }
+}
 
 const HELP: &str = "commands:\n  wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT] [delay=DUR] [rate=RATE]\n  fault fatal|freeze|thaw|status [guest=NAME]   (no guest=: every guest)\n  stats\n  help\n";
 
@@ -63,14 +95,25 @@ pub fn parse_fault<'a>(
     Ok((op, guest))
 }
 
-/// Applies a fault to one guest or to all; the reply has one
+/// Guest index of `name`, if `scope` may act on it.
+fn scoped_guest(model: &Model, scope: Scope, name: &str) -> Result<usize> {
+    let g = model
+        .guest_index(name)
+        .with_context(|| format!("no guest {name:?}"))?;
+    if !scope.allows(g) {
+        bail!("guest {name:?} is outside this control channel's scope");
+    }
+    Ok(g)
+}
+
+/// Applies a fault to one guest or to all in scope; the reply has one
 /// [`Model::fault_status`] line per guest concerned.
-fn fault(model: &Model, op: Fault, guest: Option<&str>) -> Result<String> {
+fn fault(model: &Model, scope: Scope, op: Fault, guest: Option<&str>) -> Result<String> {
     let targets: Vec<usize> = match guest {
-        Some(name) => vec![model
-            .guest_index(name)
-            .with_context(|| format!("no guest {name:?}"))?],
-        None => (0..model.guests.len()).collect(),
+        Some(name) => vec![scoped_guest(model, scope, name)?],
+        None => (0..model.guests.len())
+            .filter(|&g| scope.allows(g))
+            .collect(),
     };
     if op == Fault::Fatal {
         // Posting EV_FATAL is DMA, which a frozen device does not do.
@@ -100,8 +143,8 @@ fn fault(model: &Model, op: Fault, guest: Option<&str>) -> Result<String> {
     Ok(s)
 }
 
-/// Executes one command line.
-pub fn execute(model: &Model, line: &str) -> Result<String> {
+/// Executes one command line within `scope`.
+pub fn execute(model: &Model, scope: Scope, line: &str) -> Result<String> {
     let mut words = line.split_whitespace();
     match words.next() {
         Some("wire") => {
@@ -111,9 +154,7 @@ pub fn execute(model: &Model, line: &str) -> Result<String> {
                 match w.strip_prefix("from=") {
                     Some(ep) => {
                         let (name, port) = ep.split_once(':').context("from=NAME:PORT")?;
-                        let guest = model
-                            .guest_index(name)
-                            .with_context(|| format!("no guest {name:?}"))?;
+                        let guest = scoped_guest(model, scope, name)?;
                         let port = port.parse().context("port number")?;
                         from = Some(Endpoint { guest, port });
                     }
@@ -123,12 +164,21 @@ pub fn execute(model: &Model, line: &str) -> Result<String> {
             let spec = spec.join(" ");
             // Validate before touching any direction.
             crate::wire::Impair::default().apply(&spec)?;
-            lock(&model.wire).set(from, |c| c.apply(&spec))?;
+            let pick = |e: Endpoint| match from {
+                Some(f) => f == e,
+                None => scope.allows(e.guest),
+            };
+            let n = lock(&model.wire).set(pick, |c| c.apply(&spec))?;
+            match from {
+                Some(e) if n == 0 => bail!("no wire direction leaves port {}", e.port),
+                None if n == 0 => bail!("no wire direction within this channel's scope"),
+                _ => {}
+            }
             Ok(format!("ok\n{}", model.stats()))
         }
         Some("fault") => {
             let (op, guest) = parse_fault(words)?;
-            fault(model, op, guest)
+            fault(model, scope, op, guest)
         }
         Some("stats") => Ok(format!("ok\n{}", model.stats())),
         Some("help") | None => Ok(format!("ok\n{HELP}")),
@@ -136,32 +186,64 @@ pub fn execute(model: &Model, line: &str) -> Result<String> {
     }
 }
 
-fn handle(model: &Model, s: UnixStream) -> Result<()> {
-    let mut reader = BufReader::new(&s);
-    let mut line = String::new();
+fn reply(s: &UnixStream, body: &str) -> Result<()> {
+    let mut r = body.to_string();
+    if !r.ends_with('\n') {
+        r.push('\n');
+    }
+    r.push_str(END);
+    r.push('\n');
+    (&*s).write_all(r.as_bytes()).context("write reply")
+}
+
+/// Serves one connection: command lines until EOF, or until a line
+/// longer than [`MAX_LINE`] (answered with an error, then closed).
+pub fn handle(model: &Model, scope: Scope, s: &UnixStream) -> Result<()> {
+    let mut reader = BufReader::new(s);
+    let mut raw = Vec::new();
     loop {
-        line.clear();
-        if reader.read_line(&mut line).context("read command")? == 0 {
+        raw.clear();
+        let n = (&mut reader)
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', &mut raw)
+            .context("read command")?;
+        if n == 0 {
             return Ok(());
         }
+        if raw.last() != Some(&b'\n') && n == MAX_LINE {
+            reply(s, &format!("error: command longer than {MAX_LINE} bytes"))?;
+            bail!("command longer than {MAX_LINE} bytes: connection closed");
+        }
+        let Ok(line) = std::str::from_utf8(&raw) else {
+            reply(s, "error: command is not UTF-8")?;
+            continue;
+        };
         if line.trim().is_empty() {
             continue;
         }
-        let mut reply = match execute(model, line.trim()) {
+        let body = match execute(model, scope, line.trim()) {
             Ok(r) => r,
             Err(e) => format!("error: {e:#}\n"),
         };
-        if !reply.ends_with('\n') {
-            reply.push('\n');
-        }
-        reply.push_str(END);
-        reply.push('\n');
-        (&s).write_all(reply.as_bytes()).context("write reply")?;
+        reply(s, &body)?;
     }
 }
 
-/// Serves the control socket in a thread.
-pub fn start(model: Arc<Model>, path: &Path) -> Result<()> {
+/// Answers a connection beyond [`MAX_CONNS`] with an error, without
+/// waiting for it: a command already sent is discarded (at most one
+/// line), so that closing does not reset the connection before the client
+/// read the answer.
+fn refuse(s: &UnixStream) {
+    let _ = reply(s, &format!("error: more than {MAX_CONNS} connections"));
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    if s.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; MAX_LINE];
+        let _ = (&*s).read(&mut sink);
+    }
+}
+
+/// Serves the control socket at `path` with rights `scope` in a thread.
+pub fn start(model: Arc<Model>, path: &Path, scope: Scope) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
@@ -172,16 +254,24 @@ pub fn start(model: Arc<Model>, path: &Path) -> Result<()> {
         .spawn(move || {
             // One thread per connection: each guest's QEMU holds one open for
             // the whole run, so serving them in turn would starve the others.
+            let live = Arc::new(AtomicUsize::new(0));
             for s in l.incoming().flatten() {
-                let model = model.clone();
+                if live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNS {
+                    live.fetch_sub(1, Ordering::AcqRel);
+                    refuse(&s);
+                    continue;
+                }
+                let (model, live2) = (model.clone(), live.clone());
                 let spawned = thread::Builder::new()
                     .name("ctl-conn".into())
                     .spawn(move || {
-                        if let Err(e) = handle(&model, s) {
+                        if let Err(e) = handle(&model, scope, &s) {
                             log::warn!("ctl: {e:#}");
                         }
+                        live2.fetch_sub(1, Ordering::AcqRel);
                     });
                 if let Err(e) = spawned {
+                    live.fetch_sub(1, Ordering::AcqRel);
                     log::warn!("ctl: cannot serve a connection: {e}");
                 }
             }
@@ -248,6 +338,7 @@ mod tests {
     fn fault_commands_execute() {
         use crate::model::Topology;
         let m = model(Topology::TwoGuest, &["a", "b"]);
+        let execute = |m: &Model, line: &str| execute(m, Scope::All, line);
         let r = execute(&m, "fault freeze guest=b").unwrap();
         assert_eq!(r.lines().count(), 2, "{r}");
         assert!(r.starts_with("ok\nguest b: frozen=1 fatal=0 "), "{r}");
@@ -278,5 +369,75 @@ mod tests {
         assert!(execute(&m, "help")
             .unwrap()
             .contains("fault fatal|freeze|thaw|status"));
+    }
+
+    #[test]
+    fn a_guest_channel_reaches_only_its_own_device_and_wire() {
+        use crate::model::Topology;
+        let m = model(Topology::TwoGuest, &["a", "b"]);
+        let a = Scope::Guest(0);
+        for other in [
+            "fault freeze guest=b",
+            "fault fatal guest=b",
+            "fault status guest=b",
+            "wire from=b:0 loss=50",
+        ] {
+            let e = execute(&m, a, other).unwrap_err().to_string();
+            assert!(
+                e.contains("outside this control channel's scope"),
+                "{other}: {e}"
+            );
+        }
+        assert!(!lock(&m.guests[1].dev).frozen && !lock(&m.guests[1].dev).fatal());
+        // Without guest=/from=, only what is in scope.
+        let r = execute(&m, a, "fault freeze").unwrap();
+        assert_eq!(r.lines().count(), 2, "{r}");
+        assert!(r.contains("guest a: frozen=1"), "{r}");
+        assert!(!lock(&m.guests[1].dev).frozen);
+        execute(&m, a, "fault thaw guest=a").unwrap();
+        let r = execute(&m, a, "wire loss=7").unwrap();
+        assert!(r.contains("wire a:0->b:0 loss=7 "), "{r}");
+        assert!(r.contains("wire b:0->a:0 loss=0 "), "{r}");
+        assert!(
+            execute(&m, a, "wire from=a:3 loss=1").is_err(),
+            "no such port"
+        );
+        // Statistics are read-only: every channel sees them.
+        assert!(execute(&m, a, "stats").unwrap().contains("port b:0 "));
+        // The host's channel (or --guest-ctl-all) reaches everything.
+        let r = execute(&m, Scope::All, "wire loss=3").unwrap();
+        assert!(
+            r.contains("a:0->b:0 loss=3 ") && r.contains("b:0->a:0 loss=3 "),
+            "{r}"
+        );
+        let r = execute(&m, Scope::All, "fault freeze guest=b").unwrap();
+        assert!(r.contains("guest b: frozen=1"), "{r}");
+    }
+
+    #[test]
+    fn command_lines_are_bounded() {
+        use crate::model::Topology;
+        let m = model(Topology::TwoPort, &["a"]);
+        let (client, server) = UnixStream::pair().unwrap();
+        let serve = std::thread::spawn(move || handle(&m, Scope::All, &server));
+        let mut c = &client;
+        c.write_all(b"stats\n").unwrap();
+        // The server may close while these are still being written.
+        let _ = c.write_all(&vec![b'x'; 10 * MAX_LINE]);
+        let _ = c.write_all(b"\nstats\n");
+        let err = serve.join().unwrap().unwrap_err().to_string();
+        assert!(err.contains("longer than"), "{err}");
+        // The server closed with input unread: the replies come, then a
+        // reset instead of EOF.
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = c.read(&mut buf) {
+            raw.extend_from_slice(&buf[..n]);
+        }
+        let r = String::from_utf8(raw).unwrap();
+        let replies: Vec<&str> = r.split("\n.\n").filter(|s| !s.is_empty()).collect();
+        assert_eq!(replies.len(), 2, "{r}");
+        assert!(replies[0].starts_with("ok\nport a:0"), "{r}");
+        assert!(replies[1].starts_with("error: command longer than"), "{r}");
     }
 }

@@ -20,8 +20,26 @@ pub struct OpenHdr {
     pub meta: HdrEntry,
     /// Header bytes of the last packet.
     pub hdr: Vec<u8>,
-    /// TCP ack number of the packets merged (coalesce only equal acks).
+    /// What every packet merged into the entry has in common (a packet
+    /// joins only if its own [`Shape`] is equal).
+    pub shape: Shape,
+}
+
+/// The header fields a packet must share with an open entry to join it:
+/// the driver rebuilds one header from the last packet, so any of these
+/// differing would be lost (an ECN mark, a TTL change, TCP options).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// TCP acknowledgment number.
     pub ack: u32,
+    /// IPv4 TOS byte (DSCP and ECN).
+    pub tos: u8,
+    /// IPv4 TTL.
+    pub ttl: u8,
+    /// IPv4 header length (options).
+    pub ihl: u8,
+    /// TCP header length (data offset: options).
+    pub thl: u8,
 }
 
 /// Per-port state.
@@ -191,6 +209,7 @@ impl Device {
         b.w32(REG_NUM_VECTORS, 1 + 2 * self.nports);
         b.w32(REG_MR_CAPACITY, MR_CAPACITY);
         b.w32(REG_MR_MAX_PAGES, MR_MAX_PAGES);
+        b.w32(REG_MR_MAX_EXTENTS, MR_MAX_EXTENTS);
         b.w32(REG_FLOW_CAPACITY, FLOW_CAPACITY);
         b.w32(REG_MS_PER_FLOW, MS_PER_FLOW);
         b.w32(REG_MAX_RING, MAX_RING);
@@ -277,6 +296,24 @@ impl Device {
             self.queue_refused(q, ST_BAD_DESC);
         }
         self.set_fatal(ST_BAD_DESC, q);
+    }
+
+    /// Puts port `p`'s driver-produced queue of kind `kind` into the error
+    /// state after an impossible producer index (§4): `ST_BAD_DESC` and an
+    /// `EV_QUEUE_ERROR`; the rest of the device keeps working.
+    pub fn fail_port_queue(&mut self, p: u32, kind: u32) {
+        let Some(port) = self.ports.get_mut(p as usize) else {
+            return;
+        };
+        let r = match kind {
+            QK_TXQ => &mut port.txq,
+            QK_RXQ => &mut port.rxq,
+            _ => return,
+        };
+        r.fail(&self.bar, ST_BAD_DESC);
+        let q = r.qid;
+        log::info!("queue {q:#x}: impossible producer index");
+        self.event(EV_QUEUE_ERROR, p as u16, q, ST_BAD_DESC as u64);
     }
 
     fn queue_refused(&mut self, q: u32, code: u16) {

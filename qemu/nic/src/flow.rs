@@ -1,11 +1,19 @@
 //! Flow Table and per-flow receive state: cursor, MS List (posted receive
 //! segments, or a ring window) and the out-of-order placed ranges. Pure
 //! bookkeeping; the DMA itself is done by the RX unit.
+//!
+//! Everything here is bounded per flow: `MS_PER_FLOW` segments and
+//! `FLOW_MAX_OOO` out-of-order ranges (a packet that would need one more is
+//! not placed, [`Plan::OooFull`]), so memory and the work per packet
+//! (binary searches over at most those many entries) stay constant.
+//! Stream offsets from commands stay below `STREAM_OFF_LIMIT`, so adding a
+//! packet's (32-bit) position and length to them never wraps; the sums are
+//! checked all the same.
 
 use std::collections::{HashMap, VecDeque};
 
 use zeronic_hw::cmd::*;
-use zeronic_hw::regs::{FLOW_CAPACITY, MS_PER_FLOW};
+use zeronic_hw::regs::{FLOW_CAPACITY, FLOW_MAX_OOO, MS_PER_FLOW};
 use zeronic_hw::status::*;
 
 use crate::mr::MrTable;
@@ -21,7 +29,7 @@ pub struct Seg {
     /// Bytes.
     pub len: u64,
     /// MR key.
-    pub key: u32,
+    pub key: u64,
     /// Offset in the MR.
     pub mr_off: u64,
 }
@@ -29,7 +37,7 @@ pub struct Seg {
 /// Ring placement target.
 #[derive(Clone, Copy, Debug)]
 pub struct RingTarget {
-    key: u32,
+    key: u64,
     off: u64,
     size: u64,
     head: u64,
@@ -65,10 +73,13 @@ pub enum Plan {
         /// Stream offset of the first byte written.
         start: u64,
         /// (MR key, MR offset, length) pieces in order.
-        pieces: Vec<(u32, u64, u64)>,
+        pieces: Vec<(u64, u64, u64)>,
     },
     /// Not (entirely) inside posted space.
     NoSpace,
+    /// Inside posted space, but placing it would need more than
+    /// `FLOW_MAX_OOO` out-of-order ranges.
+    OooFull,
 }
 
 impl Flow {
@@ -76,14 +87,19 @@ impl Flow {
     /// if it would be before stream offset 0.
     pub fn stream_off(&self, seq: u32) -> Option<u64> {
         let cur_seq = self.rx_isn.wrapping_add(self.cursor as u32);
-        let d = seq.wrapping_sub(cur_seq) as i32 as i64;
-        let o = self.cursor as i64 + d;
-        (o >= 0).then_some(o as u64)
+        let d = seq.wrapping_sub(cur_seq) as i32;
+        if d >= 0 {
+            self.cursor.checked_add(d as u64)
+        } else {
+            self.cursor.checked_sub(d.unsigned_abs() as u64)
+        }
     }
 
     /// Plans placement of `len` payload bytes starting at stream offset `o`.
     pub fn plan(&self, o: u64, len: u64) -> Plan {
-        let end = o + len;
+        let Some(end) = o.checked_add(len) else {
+            return Plan::NoSpace;
+        };
         if end <= self.cursor {
             return Plan::Dup;
         }
@@ -93,24 +109,24 @@ impl Flow {
             return Plan::NoSpace;
         }
         if let Some(r) = &self.ring {
-            if end > r.head + r.size {
+            if r.head.checked_add(r.size).is_none_or(|lim| end > lim) {
                 return Plan::NoSpace;
             }
             let mut s = start;
             while s < end {
                 let ro = s % r.size;
                 let n = (end - s).min(r.size - ro);
+                // ring offset + size was checked against the MR at install.
                 pieces.push((r.key, r.off + ro, n));
                 s += n;
             }
         } else {
+            // Segments are in stream order and end before STREAM_OFF_LIMIT.
             let mut s = start;
-            for seg in &self.segs {
+            let first = self.segs.partition_point(|seg| seg.start + seg.len <= s);
+            for seg in self.segs.range(first..) {
                 if s >= end {
                     break;
-                }
-                if seg.start + seg.len <= s {
-                    continue;
                 }
                 if seg.start > s {
                     return Plan::NoSpace; // a hole (segment dropped)
@@ -124,6 +140,9 @@ impl Flow {
                 return Plan::NoSpace;
             }
         }
+        if !self.ooo_fits(start, end) {
+            return Plan::OooFull;
+        }
         Plan::Place {
             skip: start - o,
             start,
@@ -131,46 +150,60 @@ impl Flow {
         }
     }
 
+    /// Index range of the out-of-order ranges that `[start, end)` overlaps
+    /// or touches (they merge with it).
+    fn ooo_touching(&self, start: u64, end: u64) -> std::ops::Range<usize> {
+        let lo = self.ooo.partition_point(|&(_, b)| b < start);
+        let hi = self.ooo.partition_point(|&(a, _)| a <= end);
+        lo..hi.max(lo)
+    }
+
+    /// True if placing `[start, end)` leaves at most `FLOW_MAX_OOO` ranges
+    /// above the cursor (a placement at the cursor never adds one).
+    fn ooo_fits(&self, start: u64, end: u64) -> bool {
+        if start <= self.cursor {
+            return true;
+        }
+        let merged = self.ooo_touching(start, end).len();
+        self.ooo.len() + 1 - merged <= FLOW_MAX_OOO as usize
+    }
+
+    /// Out-of-order ranges tracked above the cursor.
+    pub fn ooo_ranges(&self) -> usize {
+        self.ooo.len()
+    }
+
     /// Records `[start, end)` as placed and advances the cursor over any
     /// contiguous placed data; retires segments wholly below the cursor.
     pub fn mark_placed(&mut self, start: u64, end: u64) {
-        if start <= self.cursor && self.ooo.is_empty() {
-            // In-order fast path: no range bookkeeping.
+        if start <= self.cursor {
             self.advance(end);
             return;
         }
+        // Above the cursor with a gap: no absorption, just merge ranges.
+        let r = self.ooo_touching(start, end);
         let (mut s, mut e) = (start, end);
-        let mut out = Vec::with_capacity(self.ooo.len() + 1);
-        for &(a, b) in &self.ooo {
-            if b < s || a > e {
-                out.push((a, b));
-            } else {
-                s = s.min(a);
-                e = e.max(b);
-            }
+        if !r.is_empty() {
+            s = s.min(self.ooo[r.start].0);
+            e = e.max(self.ooo[r.end - 1].1);
         }
-        out.push((s, e));
-        out.sort_unstable();
-        self.ooo = out;
-        self.advance(self.cursor);
+        self.ooo.splice(r, [(s, e)]);
     }
 
-    /// Moves the cursor to at least `to`, absorbing placed ranges.
+    /// Moves the cursor to at least `to`: out-of-order ranges it covers
+    /// are dropped and one that it reaches (starting at or below the new
+    /// cursor) is absorbed, moving the cursor to its end.
     pub fn advance(&mut self, to: u64) {
         self.cursor = self.cursor.max(to);
-        while let Some(&(a, b)) = self.ooo.first() {
-            if a > self.cursor {
-                break;
-            }
-            self.cursor = self.cursor.max(b);
-            self.ooo.remove(0);
+        let below = self.ooo.partition_point(|&(a, _)| a <= self.cursor);
+        if below > 0 {
+            self.cursor = self.cursor.max(self.ooo[below - 1].1);
+            self.ooo.drain(..below);
         }
-        while let Some(seg) = self.segs.front() {
-            if seg.start + seg.len > self.cursor {
-                break;
-            }
-            self.segs.pop_front();
-        }
+        let done = self
+            .segs
+            .partition_point(|seg| seg.start + seg.len <= self.cursor);
+        self.segs.drain(..done);
         self.post_end = self.post_end.max(self.cursor);
     }
 
@@ -216,6 +249,11 @@ impl FlowTable {
         self.slots.get_mut(idx as usize).and_then(|s| s.as_mut())
     }
 
+    /// Installed flows, for invariant checks.
+    pub fn iter(&self) -> impl Iterator<Item = &Flow> {
+        self.slots.iter().flatten()
+    }
+
     /// CMD_FLOW_INSTALL.
     pub fn install(&mut self, c: &CmdFlow, nports: u32, mrs: &MrTable) -> Result<u32, u16> {
         if c.port as u32 >= nports {
@@ -227,7 +265,8 @@ impl FlowTable {
         let ring = match c.mode {
             FLOW_RX_SEGMENTS => None,
             FLOW_RX_RING => {
-                if c.ring_size == 0 {
+                let window_end = c.stream_off.checked_add(c.ring_size as u64);
+                if c.ring_size == 0 || window_end.is_none_or(|e| e > STREAM_OFF_LIMIT) {
                     return Err(ST_BAD_DESC);
                 }
                 mrs.check(
@@ -269,29 +308,37 @@ impl FlowTable {
         Ok(idx as u32)
     }
 
-    /// CMD_FLOW_UPDATE.
-    pub fn update(&mut self, c: &CmdFlow) -> Result<(), u16> {
+    /// CMD_FLOW_UPDATE; returns the cursor after it. Both flags together
+    /// move the cursor first, then the ring head. Nothing changes on error.
+    pub fn update(&mut self, c: &CmdFlow) -> Result<u64, u16> {
         if c.flags & !(FLOWU_RING_HEAD | FLOWU_CURSOR) != 0 || c.flags == 0 {
             return Err(ST_BAD_DESC);
         }
         let f = self.get_mut(c.flow).ok_or(ST_NOT_FOUND)?;
-        if c.flags & FLOWU_CURSOR != 0 {
-            if c.stream_off < f.cursor {
-                return Err(ST_BAD_DESC);
-            }
-            f.ooo.retain(|&(_, b)| b > c.stream_off);
-            f.advance(c.stream_off);
+        let to = c.stream_off;
+        if c.flags & FLOWU_CURSOR != 0 && (to < f.cursor || to >= STREAM_OFF_LIMIT) {
+            return Err(ST_BAD_DESC);
         }
         if c.flags & FLOWU_RING_HEAD != 0 {
-            let Some(r) = f.ring.as_mut() else {
+            let Some(r) = f.ring.as_ref() else {
                 return Err(ST_BAD_DESC);
             };
-            if c.stream_off < r.head || c.stream_off > f.cursor {
+            let cursor_after = if c.flags & FLOWU_CURSOR != 0 {
+                to
+            } else {
+                f.cursor
+            };
+            if to < r.head || to > cursor_after {
                 return Err(ST_BAD_DESC);
             }
-            r.head = c.stream_off;
         }
-        Ok(())
+        if c.flags & FLOWU_CURSOR != 0 {
+            f.advance(to);
+        }
+        if let Some(r) = f.ring.as_mut().filter(|_| c.flags & FLOWU_RING_HEAD != 0) {
+            r.head = to;
+        }
+        Ok(f.cursor)
     }
 
     /// CMD_FLOW_REMOVE.
@@ -322,18 +369,22 @@ impl FlowTable {
             return Err(ST_NO_SPACE);
         }
         let start = f.post_end.max(f.cursor);
+        let end = start
+            .checked_add(c.len as u64)
+            .filter(|&e| e <= STREAM_OFF_LIMIT)
+            .ok_or(ST_BAD_DESC)?;
         f.segs.push_back(Seg {
             start,
             len: c.len as u64,
             key: c.mr_key,
             mr_off: c.mr_offset,
         });
-        f.post_end = start + c.len as u64;
+        f.post_end = end;
         Ok(start)
     }
 
     /// Drops every receive segment and ring target on `key` (MR invalidated).
-    pub fn drop_key(&mut self, key: u32) {
+    pub fn drop_key(&mut self, key: u64) {
         for f in self.slots.iter_mut().flatten() {
             f.segs.retain(|s| s.key != key);
             if f.ring.is_some_and(|r| r.key == key) {

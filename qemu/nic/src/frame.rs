@@ -170,6 +170,17 @@ pub const ETH_HLEN: usize = 14;
 /// EtherType of IPv4.
 pub const ETH_P_IPV4: u16 = 0x0800;
 
+/// Largest frame a port with `mtu` carries: MTU + Ethernet header, plus
+/// one 802.1Q tag when the frame's EtherType (bytes 12..14) is 0x8100.
+pub fn max_frame_len(mtu: u32, head: &[u8]) -> usize {
+    use zeronic_hw::regs::{ETH_P_8021Q, VLAN_HLEN};
+    let tagged = head.get(12..14) == Some(&ETH_P_8021Q.to_be_bytes()[..]);
+    mtu as usize + ETH_HLEN + if tagged { VLAN_HLEN as usize } else { 0 }
+}
+
+/// ECN codepoint "Congestion Experienced" (the low two bits of IPv4 TOS).
+pub const ECN_CE: u8 = 0x3;
+
 /// TCP flag bits.
 pub const TCP_FIN: u8 = 0x01;
 /// TCP SYN.
@@ -186,6 +197,10 @@ pub const TCP_ACK: u8 = 0x10;
 pub struct Tcp4 {
     /// IPv4 header length.
     pub ihl: usize,
+    /// IPv4 TOS byte (DSCP and ECN).
+    pub tos: u8,
+    /// IPv4 time to live.
+    pub ttl: u8,
     /// IPv4 total length.
     pub tot_len: usize,
     /// Source address.
@@ -222,6 +237,10 @@ impl Tcp4 {
     /// TCP segment length (header + payload).
     pub fn tcp_len(&self) -> usize {
         self.tot_len - self.ihl
+    }
+    /// The packet carries an ECN Congestion Experienced mark.
+    pub fn ce(&self) -> bool {
+        self.tos & ECN_CE == ECN_CE
     }
 }
 
@@ -276,6 +295,8 @@ pub fn parse_tcp4(head: &[u8], frame_len: usize) -> Result<Option<Tcp4>, ParseEr
     }
     Ok(Some(Tcp4 {
         ihl,
+        tos: ip[1],
+        ttl: ip[8],
         tot_len,
         src: [ip[12], ip[13], ip[14], ip[15]],
         dst: [ip[16], ip[17], ip[18], ip[19]],

@@ -25,15 +25,22 @@ enum Cmd {
         /// Port wiring.
         #[arg(long, value_enum)]
         topology: Topology,
-        /// NAME=RAMFILE[,socket=PATH], once per guest (two-port: 1, two-guest: 2).
+        /// NAME=RAMFILE[,socket=PATH][,ctl=PATH], once per guest (two-port:
+        /// 1, two-guest: 2). ctl is the guest's own control socket (default
+        /// <sock-dir>/NAME.ctl), for its virtio-serial control port: it acts
+        /// only on that guest's device and the wire leaving its ports.
         #[arg(long = "guest", required = true)]
         guests: Vec<String>,
         /// Directory for default guest sockets (NAME.sock).
         #[arg(long, default_value = "/tmp/zeronic")]
         sock_dir: PathBuf,
-        /// Control socket.
+        /// Control socket with rights over every guest and the whole wire.
         #[arg(long, default_value = "/tmp/zeronic/ctl.sock")]
         ctl: PathBuf,
+        /// Give each guest's own control socket the rights of --ctl (any
+        /// guest, any wire direction) instead of its own guest only.
+        #[arg(long)]
+        guest_ctl_all: bool,
         /// MSI-X vectors per guest; must equal QEMU's `vectors=` (>= 5).
         #[arg(long, default_value_t = 8)]
         vectors: u32,
@@ -61,15 +68,27 @@ enum Cmd {
     },
 }
 
-fn run(
+/// `zeronic-nic run` options beyond the guests.
+struct RunOpts {
     topology: Topology,
-    guests: &[String],
     sock_dir: PathBuf,
-    ctl_path: PathBuf,
+    ctl: PathBuf,
+    guest_ctl_all: bool,
     vectors: u32,
-    wire: &str,
+    wire: String,
     seed: u64,
-) -> Result<()> {
+}
+
+fn run(guests: &[String], o: RunOpts) -> Result<()> {
+    let RunOpts {
+        topology,
+        sock_dir,
+        ctl: ctl_path,
+        guest_ctl_all,
+        vectors,
+        wire,
+        seed,
+    } = o;
     let cfgs = guests
         .iter()
         .map(|g| GuestCfg::parse(g, &sock_dir))
@@ -86,7 +105,7 @@ fn run(
         bail!("--vectors {vectors}: need at least {}", need.max(4));
     }
     let mut impair = Impair::default();
-    impair.apply(wire).context("--wire")?;
+    impair.apply(&wire).context("--wire")?;
     let names: Vec<String> = cfgs.iter().map(|c| c.name.clone()).collect();
     let model = Arc::new(Model::new(
         topology,
@@ -101,7 +120,16 @@ fn run(
         seed,
     )?);
     server::start(model.clone(), &cfgs, vectors)?;
-    ctl::start(model.clone(), &ctl_path)?;
+    ctl::start(model.clone(), &ctl_path, ctl::Scope::All)?;
+    for (g, cfg) in cfgs.iter().enumerate() {
+        let scope = if guest_ctl_all {
+            ctl::Scope::All
+        } else {
+            ctl::Scope::Guest(g)
+        };
+        ctl::start(model.clone(), &cfg.ctl, scope)
+            .with_context(|| format!("control socket of guest {}", cfg.name))?;
+    }
     log::info!(
         "zeronic-nic running: topology {topology:?}, control {}",
         ctl_path.display()
@@ -119,10 +147,22 @@ fn main() -> Result<()> {
             guests,
             sock_dir,
             ctl,
+            guest_ctl_all,
             vectors,
             wire,
             seed,
-        } => run(topology, &guests, sock_dir, ctl, vectors, &wire, seed),
+        } => run(
+            &guests,
+            RunOpts {
+                topology,
+                sock_dir,
+                ctl,
+                guest_ctl_all,
+                vectors,
+                wire,
+                seed,
+            },
+        ),
         Cmd::Ctl { socket, words } => {
             let reply = ctl::send(&socket, &words.join(" "))?;
             print!("{reply}");

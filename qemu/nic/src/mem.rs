@@ -21,10 +21,19 @@ pub struct DmaError {
     pub len: u64,
 }
 
-/// A guest's RAM: guest-physical address == offset in the mapping.
+/// A guest's RAM: guest-physical address == offset in the window.
 pub struct GuestMem {
     map: MmapRaw,
+    /// Offset of guest-physical address 0 in `map`.
+    base: usize,
+    /// Window length.
+    len: usize,
 }
+
+/// Inaccessible pages around an anonymous window, so an access the bounds
+/// checks should have refused faults instead of reading or writing
+/// neighbouring host memory (tests run hostile inputs against it).
+const GUARD: usize = 4096;
 
 impl GuestMem {
     /// Maps a guest RAM file (QEMU `memory-backend-file,share=on`).
@@ -36,28 +45,43 @@ impl GuestMem {
             .with_context(|| format!("open guest RAM file {}", path.display()))?;
         let map = MmapRaw::map_raw(&file)
             .with_context(|| format!("mmap guest RAM file {}", path.display()))?;
-        Ok(Self { map })
+        let len = map.len();
+        Ok(Self { map, base: 0, len })
     }
 
-    /// Anonymous zeroed memory standing in for guest RAM (tests, bench).
+    /// Anonymous zeroed memory standing in for guest RAM (tests, bench),
+    /// between two inaccessible guard pages.
     pub fn anon(len: usize) -> Result<Self> {
+        let span = len.next_multiple_of(GUARD);
         let map = MmapOptions::new()
-            .len(len)
+            .len(span + 2 * GUARD)
             .map_anon()
             .context("mmap anonymous guest RAM")?;
+        let map = MmapRaw::from(map);
+        let lo = map.as_mut_ptr();
+        for guard in [lo, lo.wrapping_add(GUARD + span)] {
+            let p = std::ptr::NonNull::new(guard.cast()).context("guard page")?;
+            let none = nix::sys::mman::ProtFlags::PROT_NONE;
+            // SAFETY: both guard pages lie inside the fresh mapping (its
+            // first and last page), page-aligned as the mapping is; no
+            // reference into them exists.
+            unsafe { nix::sys::mman::mprotect(p, GUARD, none) }.context("mprotect guard page")?;
+        }
         Ok(Self {
-            map: MmapRaw::from(map),
+            map,
+            base: GUARD,
+            len,
         })
     }
 
     /// Size of the window in bytes.
     pub fn len(&self) -> u64 {
-        self.map.len() as u64
+        self.len as u64
     }
 
     /// True if the window is empty.
     pub fn is_empty(&self) -> bool {
-        self.map.len() == 0
+        self.len == 0
     }
 
     /// Bounds check; returns the host pointer of `addr`.
@@ -67,9 +91,9 @@ impl GuestMem {
         if end > self.len() {
             return Err(err);
         }
-        // SAFETY: addr + len <= mapping length, so the offset stays inside
-        // the mapping (addr fits usize because it is <= map.len()).
-        Ok(unsafe { self.map.as_mut_ptr().add(addr as usize) })
+        // SAFETY: addr + len <= window length, so base + addr stays inside
+        // the mapping (addr fits usize because it is <= len).
+        Ok(unsafe { self.map.as_mut_ptr().add(self.base + addr as usize) })
     }
 
     /// DMA read into `buf`.

@@ -1,7 +1,8 @@
 //! The whole model: guests' devices plus the wire, and the scheduling that
 //! moves work between them. Each step takes the sender's device lock only
-//! to build frames, delivers them with no sender lock held (the receiver's
-//! lock is taken per frame), then posts the TX completions.
+//! to build a batch of frames (at most `tx::TX_BATCH`), delivers them with
+//! no sender lock held (the receiver's lock is taken per frame), and so on
+//! until the descriptors taken are done; then it posts the TX completions.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -114,14 +115,18 @@ impl Model {
         let mut touched = vec![false; self.guests.len()];
         touched[g] = true;
         let mut out = Vec::new();
+        let mut batch = Vec::new();
         for j in &mut jobs {
             let from = Endpoint {
                 guest: g,
                 port: j.port,
             };
-            for f in j.frames.drain(..) {
-                lock(&self.wire).send(from, f, now, &mut out);
-                self.deliver(&mut out, &mut touched, now);
+            while !j.done() {
+                lock(&guest.dev).tx_build(j, &mut batch);
+                for f in batch.drain(..) {
+                    lock(&self.wire).send(from, f, now, &mut out);
+                    self.deliver(&mut out, &mut touched, now);
+                }
             }
         }
         lock(&guest.dev).complete_tx(&jobs, now);

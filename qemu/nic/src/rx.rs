@@ -2,6 +2,11 @@
 //! for installed flows (checksum, placement by sequence number through the
 //! MS List and MR Table, header + placement metadata on the header queue,
 //! coalescing of contiguous placements).
+//!
+//! A flow packet's TCP checksum is known good before any of its bytes are
+//! written: either verified by a read pass, or, for a merged frame whose
+//! checksum the sender's TX Merge Unit has not inserted yet, computed by the
+//! placement pass from the very bytes it copies (it cannot disagree).
 
 use std::time::Instant;
 
@@ -11,9 +16,9 @@ use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 
 use crate::csum::{copy_sum, pseudo_v4, sum_raw};
-use crate::device::{Device, OpenHdr};
+use crate::device::{Device, OpenHdr, Shape};
 use crate::flow::Plan;
-use crate::frame::{parse_tcp4, Frame, Tcp4, ETH_HLEN, TCP_ACK, TCP_PSH};
+use crate::frame::{max_frame_len, parse_tcp4, Frame, Tcp4, TCP_ACK, TCP_PSH};
 
 fn ip_u32(a: [u8; 4]) -> u32 {
     u32::from_be_bytes(a)
@@ -27,6 +32,16 @@ fn tcp_csum_ok(f: &Frame, t: &Tcp4) -> bool {
         c.add_sum(unsafe { sum_raw(p, n) }, n)
     });
     r.is_ok() && c.folded() == 0xffff
+}
+
+fn shape(t: &Tcp4) -> Shape {
+    Shape {
+        ack: t.ack,
+        tos: t.tos,
+        ttl: t.ttl,
+        ihl: t.ihl as u8,
+        thl: t.thl as u8,
+    }
 }
 
 impl Device {
@@ -45,7 +60,7 @@ impl Device {
             self.pstat(p, PSTAT_RX_NO_BUF, 1);
             return;
         }
-        if len > (port.mtu + ETH_HLEN as u32) as usize {
+        if len > max_frame_len(port.mtu, &f.head) {
             self.pstat(p, PSTAT_RX_MALFORMED, 1);
             return;
         }
@@ -81,7 +96,12 @@ impl Device {
     fn rx_normal(&mut self, p: u32, f: &Frame, flags: u16, flow: u32, now: Instant) {
         let Some(mem) = self.mem.clone() else { return };
         let port = &mut self.ports[p as usize];
-        let pending = port.rxq.pending(&self.bar).unwrap_or(0);
+        let Some(pending) = port.rxq.pending(&self.bar) else {
+            self.fail_port_queue(p, QK_RXQ);
+            self.pstat(p, PSTAT_RX_NO_BUF, 1);
+            return;
+        };
+        let port = &mut self.ports[p as usize];
         if pending == 0 || port.rxcq.space(&self.bar) == 0 {
             self.pstat(p, PSTAT_RX_NO_BUF, 1);
             return;
@@ -147,24 +167,33 @@ impl Device {
             Some(o) => flow.plan(o, pay_len),
         };
         let o = o.unwrap_or(0);
-        // Header-queue room: merging needs none, a new entry one more than
-        // the open entry (which is flushed first).
-        let can_merge = matches!(plan, Plan::Place { start, .. } if start == old_cursor)
-            && self.can_coalesce(p, idx, t, pay_len);
-        if !matches!(plan, Plan::Place { .. }) && f.finalize().is_err() {
-            self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
-            return;
-        }
-        if matches!(plan, Plan::NoSpace) {
+        // The checksum decides before anything is written or reported
+        // (duplicates and pure ACKs included); placement of a frame still
+        // owing its TX checksum computes it in its copy pass instead.
+        let fused = matches!(plan, Plan::Place { .. }) && f.csum.is_some();
+        if !fused {
+            if f.finalize().is_err() {
+                self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
+                return;
+            }
             if !tcp_csum_ok(f, t) {
                 self.pstat(p, PSTAT_RX_CSUM_ERR, 1);
                 return;
+            }
+        }
+        if matches!(plan, Plan::NoSpace | Plan::OooFull) {
+            if plan == Plan::OooFull {
+                self.pstat(p, PSTAT_RX_OOO_FULL, 1);
             }
             self.flush_open(p, now);
             self.pstat(p, PSTAT_RX_FALLBACK, 1);
             self.rx_normal(p, f, RXF_TCP | RXF_CSUM_OK | RXF_FLOW, idx, now);
             return;
         }
+        // Header-queue room: merging needs none, a new entry one more than
+        // the open entry (which is flushed first).
+        let can_merge = matches!(plan, Plan::Place { start, .. } if start == old_cursor)
+            && self.can_coalesce(p, idx, t, pay_len);
         let port = &self.ports[p as usize];
         let need = if can_merge {
             0
@@ -194,20 +223,13 @@ impl Device {
                         if f.finalize().is_err() {
                             return;
                         }
-                        let fl = RXF_TCP | RXF_FLOW;
+                        let fl = RXF_TCP | RXF_CSUM_OK | RXF_FLOW;
                         return self.rx_normal(p, f, fl, idx, now);
                     }
                 }
-                match place(f, t, skip as usize, &dst, &mem) {
-                    Some(true) => {}
-                    Some(false) => {
-                        self.pstat(p, PSTAT_RX_CSUM_ERR, 1);
-                        return;
-                    }
-                    None => {
-                        self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
-                        return;
-                    }
+                if place(f, t, skip as usize, &dst, &mem).is_none() {
+                    self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
+                    return;
                 }
                 placed = pay_len - skip;
                 let Some(flow) = self.flows.get_mut(idx) else {
@@ -224,10 +246,6 @@ impl Device {
                 self.pstat(p, PSTAT_RX_PLACED_BYTES, placed);
             }
             _ => {
-                if !tcp_csum_ok(f, t) {
-                    self.pstat(p, PSTAT_RX_CSUM_ERR, 1);
-                    return;
-                }
                 if pay_len == 0 {
                     hflags |= HDRF_NO_PAYLOAD;
                 } else {
@@ -274,15 +292,22 @@ impl Device {
         self.ports[p as usize].open = Some(OpenHdr {
             meta,
             hdr,
-            ack: t.ack,
+            shape: shape(t),
         });
-        if self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) == 0 || hflags != 0 {
+        if self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) == 0 || hflags != 0 || t.ce() {
             self.flush_open(p, now);
         }
     }
 
+    /// True if packet `t` of flow `idx`, placed at the cursor, may join
+    /// the open entry: same flow, contiguous, only ACK/PSH, the same
+    /// [`Shape`] (ACK number, TOS/ECN, TTL, IPv4 and TCP header lengths),
+    /// no ECN CE mark (a CE packet is reported alone), and the entry's
+    /// payload stays within `PORT_COALESCE_BYTES` and within what an IPv4
+    /// total length can describe with these headers.
     fn can_coalesce(&self, p: u32, idx: u32, t: &Tcp4, pay_len: u64) -> bool {
-        let limit = self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) as u64;
+        let port_limit = self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) as u64;
+        let ip_limit = (IPV4_MAX_TOT_LEN as usize - t.ihl - t.thl) as u64;
         let Some(open) = self.ports[p as usize].open.as_ref() else {
             return false;
         };
@@ -292,8 +317,9 @@ impl Device {
             && t.flags & !(TCP_ACK | TCP_PSH) == 0
             && m.tcp_flags as u8 & !(TCP_ACK | TCP_PSH) == 0
             && m.seq.wrapping_add(m.len) == t.seq
-            && open.ack == t.ack
-            && m.len as u64 + pay_len <= limit
+            && open.shape == shape(t)
+            && !t.ce()
+            && m.len as u64 + pay_len <= port_limit.min(ip_limit)
             && m.nsegs < u16::MAX
     }
 
@@ -328,27 +354,26 @@ impl Device {
 }
 
 /// Copies the payload of `f` (after `skip` bytes) into the guest extents
-/// `dst` while checksumming the segment. Some(false): bad checksum (bytes
-/// may have been written but are not reported placed); None: DMA refused.
-/// A pending TX checksum is completed from the same pass and inserted into
-/// `f.head` (the header the driver sees carries the real checksum).
+/// `dst`. A checksum the sender's TX Merge Unit still owes (`f.csum`) is
+/// computed in the same pass and inserted into `f.head` (the header the
+/// driver sees carries the real checksum); any other frame was verified
+/// before. None: DMA refused (nothing is reported placed).
 fn place(
     f: &mut Frame,
     t: &Tcp4,
     skip: usize,
     dst: &[(u64, u64)],
     mem: &crate::mem::GuestMem,
-) -> Option<bool> {
+) -> Option<()> {
     let pending = f.csum.take();
-    let (mut c, hdr_len) = match pending {
-        Some(pc) => (pc.partial, 0),
-        None => (pseudo_v4(t.src, t.dst, t.tcp_len() as u16), t.thl),
-    };
-    f.for_pieces(t.pay_off() - hdr_len, hdr_len + skip, |p, n| {
-        // SAFETY: for_pieces hands out ranges valid for the call.
-        c.add_sum(unsafe { sum_raw(p, n) }, n)
-    })
-    .ok()?;
+    let mut c = pending.map(|pc| pc.partial).unwrap_or_default();
+    if pending.is_some() {
+        f.for_pieces(t.pay_off(), skip, |p, n| {
+            // SAFETY: for_pieces hands out ranges valid for the call.
+            c.add_sum(unsafe { sum_raw(p, n) }, n)
+        })
+        .ok()?;
+    }
     let (mut di, mut doff) = (0usize, 0u64);
     let mut fail = false;
     let want = t.pay_len() - skip;
@@ -360,12 +385,14 @@ fn place(
             };
             let k = (n as u64).min(l - doff);
             match mem.check(a + doff, k) {
-                Ok(d) => {
+                Ok(d) if pending.is_some() => {
                     // SAFETY: d..d+k inside guest RAM (checked); src..src+k
                     // valid for this call (k <= n).
                     let s = unsafe { copy_sum(d, src, k as usize) };
                     c.add_sum(s, k as usize);
                 }
+                // SAFETY: as above; ptr::copy tolerates a hostile overlap.
+                Ok(d) => unsafe { std::ptr::copy(src, d, k as usize) },
                 Err(_) => {
                     fail = true;
                     return;
@@ -385,11 +412,8 @@ fn place(
     if fail {
         return None;
     }
-    match pending {
-        Some(pc) => {
-            f.set_csum(pc.field, c.finish());
-            Some(true)
-        }
-        None => Some(c.folded() == 0xffff),
+    if let Some(pc) = pending {
+        f.set_csum(pc.field, c.finish());
     }
+    Some(())
 }

@@ -26,7 +26,7 @@ use crate::model::{lock, Model};
 /// Peer id given to every guest (each guest has its own socket and BAR2).
 pub const GUEST_PEER_ID: i64 = 1;
 
-/// One guest's configuration (`--guest NAME=RAMFILE[,socket=PATH]`).
+/// One guest's configuration (`--guest NAME=RAMFILE[,socket=PATH][,ctl=PATH]`).
 #[derive(Clone, Debug)]
 pub struct GuestCfg {
     /// Name used in logs and statistics.
@@ -35,24 +35,29 @@ pub struct GuestCfg {
     pub ram: PathBuf,
     /// The ivshmem server socket QEMU's chardev connects to.
     pub socket: PathBuf,
+    /// The guest's own control socket (its virtio-serial control port),
+    /// scoped to this guest.
+    pub ctl: PathBuf,
 }
 
 impl GuestCfg {
-    /// Parses `NAME=RAMFILE[,socket=PATH]`; the socket defaults to
-    /// `<sock_dir>/<NAME>.sock`.
+    /// Parses `NAME=RAMFILE[,socket=PATH][,ctl=PATH]`; the sockets default
+    /// to `<sock_dir>/<NAME>.sock` and `<sock_dir>/<NAME>.ctl`.
     pub fn parse(s: &str, sock_dir: &Path) -> Result<Self> {
-        let (name, rest) = s
-            .split_once('=')
-            .with_context(|| format!("--guest {s:?}: expected NAME=RAMFILE[,socket=PATH]"))?;
+        let (name, rest) = s.split_once('=').with_context(|| {
+            format!("--guest {s:?}: expected NAME=RAMFILE[,socket=PATH][,ctl=PATH]")
+        })?;
         let mut parts = rest.split(',');
         let ram = parts.next().filter(|r| !r.is_empty());
         let Some(ram) = ram else {
             bail!("--guest {s:?}: missing RAM file");
         };
         let mut socket = sock_dir.join(format!("{name}.sock"));
+        let mut ctl = sock_dir.join(format!("{name}.ctl"));
         for p in parts {
             match p.split_once('=') {
                 Some(("socket", v)) => socket = PathBuf::from(v),
+                Some(("ctl", v)) => ctl = PathBuf::from(v),
                 _ => bail!("--guest {s:?}: unknown option {p:?}"),
             }
         }
@@ -60,6 +65,7 @@ impl GuestCfg {
             name: name.to_string(),
             ram: PathBuf::from(ram),
             socket,
+            ctl,
         })
     }
 }

@@ -2,6 +2,11 @@
 //! TX Merge Unit (host header + payload DMA-read from a registered region,
 //! checksums, TSO). Frames keep their payload in the sender's RAM until the
 //! wire delivers them, so the data path copies each byte once.
+//!
+//! A scan takes descriptors ([`Device::scan_tx`]); their frames are built
+//! later, at most [`TX_BATCH`] at a time ([`Device::tx_build`]), while the
+//! model puts each batch on the wire. So one descriptor (up to 65535 TSO
+//! segments) never holds more than a batch of frames in host memory.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,24 +18,62 @@ use zeronic_hw::status::*;
 use crate::csum::{pseudo_v4, Csum};
 use crate::device::Device;
 use crate::frame::{
-    parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, ETH_HLEN, TCP_FIN, TCP_PSH,
+    max_frame_len, parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, Tcp4, ETH_HLEN, TCP_FIN,
+    TCP_PSH,
 };
 use crate::mem::GuestMem;
 use crate::mr::{MrTable, NEED_TX};
 
 /// TX descriptors taken per port per scan.
 const TX_BUDGET: u32 = 64;
+/// Frames built at once for the wire (host memory per batch: at most this
+/// many frames of at most `MAX_FRAME` bytes).
+pub const TX_BATCH: usize = 32;
 /// Largest merge header accepted.
 const MAX_MERGE_HDR: u32 = 256;
+/// Smallest merge header: Ethernet + IPv4 + TCP without options.
+const MIN_MERGE_HDR: u32 = 54;
 
-/// One TX descriptor's outcome: frames for the wire, then a completion.
+/// One TX descriptor taken from the ring: its frames still to build, then
+/// its completion.
 pub struct TxJob {
     /// Port.
     pub port: u32,
-    /// Frames to transmit (empty on error).
-    pub frames: Vec<Frame>,
-    /// Completion to post once the frames left.
+    /// Completion to post once all frames left (status and frame count are
+    /// final once [`Device::tx_build`] returned no frame).
     pub comp: TxCompletion,
+    state: State,
+}
+
+enum State {
+    /// Read and checked at the first build.
+    New(TxDesc),
+    /// Merge send: segments `next..nseg` still to build.
+    Merge(Box<Merge>),
+    /// Everything built (or refused).
+    Done,
+}
+
+/// A checked merge send.
+struct Merge {
+    /// Host header; IPv4 length, id and checksum, TCP seq and checksum are
+    /// rewritten per segment.
+    hdr: Vec<u8>,
+    t: Tcp4,
+    ip_id: u16,
+    mss: u64,
+    pay: u64,
+    nseg: u64,
+    next: u64,
+    key: u64,
+    mr_offset: u64,
+}
+
+impl TxJob {
+    /// True once the job has no frame left to build.
+    pub fn done(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
 }
 
 impl Device {
@@ -46,12 +89,7 @@ impl Device {
                 continue;
             }
             let Some(n) = port.txq.pending(&self.bar) else {
-                let (q, reg) = (port.txq.qid, port.txq.reg);
-                self.ports[p as usize].txq.on = false;
-                self.ports[p as usize].txq.failed = true;
-                self.bar.w32(reg + Q_STATUS, Q_STATUS_ERROR);
-                self.bar.w32(reg + Q_ERROR, ST_BAD_DESC as u32);
-                self.event(EV_QUEUE_ERROR, p as u16, q, ST_BAD_DESC as u64);
+                self.fail_port_queue(p, QK_TXQ);
                 continue;
             };
             let n = n.min(TX_BUDGET).min(port.txcq.space(&self.bar));
@@ -60,65 +98,100 @@ impl Device {
                 let index = port.txq.idx;
                 let res = mem.read_array::<64>(port.txq.slot(index));
                 port.txq.consume(&self.bar);
-                let (enabled, link, mtu) = (port.enabled, port.link, port.mtu);
-                let (cookie, res) = match res {
+                let mut job = TxJob {
+                    port: p,
+                    comp: TxCompletion {
+                        index,
+                        ..Default::default()
+                    },
+                    state: State::Done,
+                };
+                match res {
                     Ok(b) => {
                         let d = TxDesc::decode(&b);
-                        let r = if enabled {
-                            build(&d, &mem, &self.mrs, mtu)
-                        } else {
-                            Err(ST_PORT)
-                        };
-                        (d.cookie, r)
+                        job.comp.cookie = d.cookie;
+                        job.state = State::New(d);
                     }
-                    Err(_) => (0, Err(ST_DMA)),
-                };
-                let (status, mut frames) = match res {
-                    Ok(f) => (ST_OK, f),
-                    Err(s) => (s, Vec::new()),
-                };
-                self.count_tx(p, status, &frames);
-                if !link && !frames.is_empty() {
-                    self.pstat(p, PSTAT_TX_NO_LINK, frames.len() as u64);
-                    frames.clear();
+                    Err(_) => self.tx_failed(&mut job, ST_DMA),
                 }
-                let comp = TxCompletion {
-                    cookie,
-                    index,
-                    status,
-                    frames: frames.len() as u16,
-                };
-                out.push(TxJob {
-                    port: p,
-                    frames,
-                    comp,
-                });
+                out.push(job);
             }
         }
     }
 
-    fn count_tx(&self, p: u32, status: u16, frames: &[Frame]) {
-        if status != ST_OK {
-            self.pstat(p, PSTAT_TX_ERRORS, 1);
-            let specific = match status {
-                ST_DMA => PSTAT_TX_DMA_ERR,
-                ST_BAD_KEY | ST_ACCESS | ST_BOUNDS => PSTAT_TX_KEY_ERR,
-                _ => PSTAT_TX_BAD_DESC,
-            };
-            self.pstat(p, specific, 1);
+    fn tx_failed(&self, job: &mut TxJob, status: u16) {
+        job.comp.status = status;
+        job.comp.frames = 0;
+        job.state = State::Done;
+        self.pstat(job.port, PSTAT_TX_ERRORS, 1);
+        let specific = match status {
+            ST_DMA => PSTAT_TX_DMA_ERR,
+            ST_BAD_KEY | ST_ACCESS | ST_BOUNDS => PSTAT_TX_KEY_ERR,
+            _ => PSTAT_TX_BAD_DESC,
+        };
+        self.pstat(job.port, specific, 1);
+    }
+
+    /// Builds the next frames of `job` (at most [`TX_BATCH`]) into `out`;
+    /// nothing once the job is done. Counters follow what is built.
+    pub fn tx_build(&self, job: &mut TxJob, out: &mut Vec<Frame>) {
+        let Some(mem) = self.mem.clone() else {
+            job.state = State::Done; // detached: nothing more leaves
             return;
+        };
+        let p = job.port;
+        if let State::New(d) = job.state {
+            let Some(port) = self.ports.get(p as usize) else {
+                return self.tx_failed(job, ST_PORT);
+            };
+            let checked = if !port.enabled {
+                Err(ST_PORT)
+            } else {
+                check(&d, &mem, &self.mrs, port.mtu)
+            };
+            let first = match checked {
+                Ok(f) => f,
+                Err(s) => return self.tx_failed(job, s),
+            };
+            let nframes = match &first {
+                First::Plain(_) => 1,
+                First::Merge(m) => m.nseg,
+            };
+            job.comp.status = ST_OK;
+            if !port.link {
+                self.pstat(p, PSTAT_TX_NO_LINK, nframes);
+                job.state = State::Done;
+                return;
+            }
+            job.comp.frames = nframes as u16; // at most u16::MAX (checked)
+            if nframes > 1 {
+                self.pstat(p, PSTAT_TX_TSO_FRAMES, nframes - 1);
+            }
+            job.state = match first {
+                First::Plain(f) => {
+                    out.push(f);
+                    State::Done
+                }
+                First::Merge(m) => State::Merge(m),
+            };
         }
-        let bytes: usize = frames.iter().map(Frame::len).sum();
-        let merged: usize = frames
-            .iter()
-            .map(|f| f.len() - f.head.len().min(f.len()))
-            .sum();
-        self.pstat(p, PSTAT_TX_FRAMES, frames.len() as u64);
+        if let State::Merge(m) = &mut job.state {
+            while out.len() < TX_BATCH && m.next < m.nseg {
+                match m.segment(&mem, &self.mrs) {
+                    Some(f) => out.push(f),
+                    None => m.next = m.nseg, // region gone (reset): stop
+                }
+                m.next += 1;
+            }
+            if m.next >= m.nseg {
+                job.state = State::Done;
+            }
+        }
+        let bytes: usize = out.iter().map(Frame::len).sum();
+        let merged: usize = out.iter().map(|f| f.len() - f.head.len()).sum();
+        self.pstat(p, PSTAT_TX_FRAMES, out.len() as u64);
         self.pstat(p, PSTAT_TX_BYTES, bytes as u64);
         self.pstat(p, PSTAT_TX_MERGE_BYTES, merged as u64);
-        if frames.len() > 1 {
-            self.pstat(p, PSTAT_TX_TSO_FRAMES, frames.len() as u64 - 1);
-        }
     }
 
     /// Posts the completions of jobs whose frames left the port.
@@ -135,13 +208,21 @@ impl Device {
     }
 }
 
-fn build(d: &TxDesc, mem: &Arc<GuestMem>, mrs: &MrTable, mtu: u32) -> Result<Vec<Frame>, u16> {
+/// A descriptor that passed its checks.
+enum First {
+    /// The whole plain frame.
+    Plain(Frame),
+    /// A merge send, its segments still to build.
+    Merge(Box<Merge>),
+}
+
+fn check(d: &TxDesc, mem: &GuestMem, mrs: &MrTable, mtu: u32) -> Result<First, u16> {
     if d.flags & !TXF_ALL != 0 || d.rsvd0 != 0 || d.rsvd1 != 0 || d.rsvd2 != 0 {
         return Err(ST_BAD_DESC);
     }
     match d.opcode {
-        TX_OP_PLAIN => build_plain(d, mem, mtu).map(|f| vec![f]),
-        TX_OP_MERGE => build_merge(d, mem, mrs, mtu),
+        TX_OP_PLAIN => build_plain(d, mem, mtu).map(First::Plain),
+        TX_OP_MERGE => check_merge(d, mem, mrs, mtu).map(|m| First::Merge(Box::new(m))),
         _ => Err(ST_BAD_OPCODE),
     }
 }
@@ -150,11 +231,14 @@ fn build_plain(d: &TxDesc, mem: &GuestMem, mtu: u32) -> Result<Frame, u16> {
     if d.flags & TXF_TSO != 0 || d.mr_key != 0 || d.pay_len != 0 || d.buf_len < ETH_HLEN as u32 {
         return Err(ST_BAD_DESC);
     }
-    if d.buf_len > mtu + ETH_HLEN as u32 {
+    if d.buf_len > mtu + ETH_HLEN as u32 + VLAN_HLEN {
         return Err(ST_TOO_BIG);
     }
     let mut f = vec![0u8; d.buf_len as usize];
     mem.read(d.buf_addr, &mut f).map_err(|_| ST_DMA)?;
+    if f.len() > max_frame_len(mtu, &f) {
+        return Err(ST_TOO_BIG); // the VLAN allowance needs a tag
+    }
     if d.flags & TXF_CSUM_PARTIAL != 0 {
         let start = d.csum_start as usize;
         let field = start + d.csum_offset as usize;
@@ -168,23 +252,16 @@ fn build_plain(d: &TxDesc, mem: &GuestMem, mtu: u32) -> Result<Frame, u16> {
     Ok(Frame::owned(f))
 }
 
-fn build_merge(
-    d: &TxDesc,
-    mem: &Arc<GuestMem>,
-    mrs: &MrTable,
-    mtu: u32,
-) -> Result<Vec<Frame>, u16> {
-    if d.flags & TXF_CSUM_PARTIAL != 0 || d.buf_len > MAX_MERGE_HDR || d.buf_len < 54 {
+fn check_merge(d: &TxDesc, mem: &GuestMem, mrs: &MrTable, mtu: u32) -> Result<Merge, u16> {
+    if d.flags & TXF_CSUM_PARTIAL != 0 || d.buf_len > MAX_MERGE_HDR || d.buf_len < MIN_MERGE_HDR {
         return Err(ST_BAD_DESC);
     }
     let mut hdr = vec![0u8; d.buf_len as usize];
     mem.read(d.buf_addr, &mut hdr).map_err(|_| ST_DMA)?;
     // The host's IP total length is ignored (rewritten per segment): parse
     // the header as a payload-less packet.
-    if hdr.len() >= ETH_HLEN + 4 {
-        let l = (hdr.len() - ETH_HLEN) as u16;
-        hdr[ETH_HLEN + 2..ETH_HLEN + 4].copy_from_slice(&l.to_be_bytes());
-    }
+    let l = (hdr.len() - ETH_HLEN) as u16;
+    hdr[ETH_HLEN + 2..ETH_HLEN + 4].copy_from_slice(&l.to_be_bytes());
     let t = match parse_tcp4(&hdr, hdr.len()) {
         Ok(Some(t)) if t.pay_off() == hdr.len() => t,
         _ => return Err(ST_MALFORMED),
@@ -211,40 +288,49 @@ fn build_merge(
     if nseg > u16::MAX as u64 {
         return Err(ST_BAD_DESC);
     }
-    let mut ext = Vec::new();
     if pay > 0 {
-        mrs.translate(d.mr_key, NEED_TX, d.mr_offset, pay, &mut ext)?;
+        mrs.check(d.mr_key, NEED_TX, d.mr_offset, pay)?;
     }
     let ip_id = u16::from_be_bytes([hdr[ETH_HLEN + 4], hdr[ETH_HLEN + 5]]);
-    let mut frames = Vec::with_capacity(nseg as usize);
-    let (mut ei, mut eoff) = (0usize, 0u64);
-    for i in 0..nseg {
-        let n = if pay == 0 { 0 } else { mss.min(pay - i * mss) };
-        // Slice this segment's extents.
-        let mut seg = Vec::new();
-        let mut left = n;
-        while left > 0 {
-            let Some(&(a, l)) = ext.get(ei) else {
-                return Err(ST_BOUNDS);
-            };
-            let k = left.min(l - eoff);
-            seg.push((a + eoff, k));
-            eoff += k;
-            left -= k;
-            if eoff == l {
-                ei += 1;
-                eoff = 0;
-            }
+    Ok(Merge {
+        hdr,
+        t,
+        ip_id,
+        mss,
+        pay,
+        nseg,
+        next: 0,
+        key: d.mr_key,
+        mr_offset: d.mr_offset,
+    })
+}
+
+impl Merge {
+    /// Builds segment `self.next`; None if its payload no longer translates.
+    fn segment(&self, mem: &Arc<GuestMem>, mrs: &MrTable) -> Option<Frame> {
+        let (t, i) = (&self.t, self.next);
+        let off = i * self.mss; // < pay <= u32::MAX
+        let n = if self.pay == 0 {
+            0
+        } else {
+            self.mss.min(self.pay - off)
+        };
+        let mut ext = Vec::new();
+        if n > 0 {
+            // Checked when the descriptor was taken: offset + pay fits.
+            mrs.translate(self.key, NEED_TX, self.mr_offset + off, n, &mut ext)
+                .ok()?;
         }
-        let mut h = hdr.clone();
+        let mut h = self.hdr.clone();
         let l4 = t.l4_off();
+        let hl = (t.ihl + t.thl) as u64;
         let ip = &mut h[ETH_HLEN..l4];
-        ip[2..4].copy_from_slice(&((hl as u64 + n) as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&ip_id.wrapping_add(i as u16).to_be_bytes());
+        ip[2..4].copy_from_slice(&((hl + n) as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&self.ip_id.wrapping_add(i as u16).to_be_bytes());
         set_ipv4_csum(ip);
-        let seq = t.seq.wrapping_add((i * mss) as u32);
+        let seq = t.seq.wrapping_add(off as u32);
         h[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
-        if i + 1 < nseg {
+        if i + 1 < self.nseg {
             h[l4 + 13] &= !(TCP_FIN | TCP_PSH);
         }
         h[l4 + 16] = 0;
@@ -252,21 +338,20 @@ fn build_merge(
         let mut c = pseudo_v4(t.src, t.dst, (t.thl as u64 + n) as u16);
         c.add(&h[l4..]);
         let mut f = Frame::owned(h);
-        if seg.is_empty() {
+        if ext.is_empty() {
             f.set_csum(l4 + 16, c.finish());
         } else {
             // The payload checksum is folded into the pass that moves the
             // payload (placement copy or wire copy), as a streaming NIC does.
             f.tail = Tail::Guest {
                 mem: mem.clone(),
-                ext: seg,
+                ext,
             };
             f.csum = Some(PendingCsum {
                 field: l4 + 16,
                 partial: c,
             });
         }
-        frames.push(f);
+        Some(f)
     }
-    Ok(frames)
 }

@@ -1,7 +1,10 @@
 //! The emulated wire between ports: per-direction impairments (loss,
 //! reordering, duplication, delay, rate limit) and counters. Frames that
 //! pass unimpaired are handed back for synchronous delivery (payload still
-//! in the sender's RAM); frames held back are copied first.
+//! in the sender's RAM); frames held back are copied first. What a
+//! direction holds back is bounded in bytes and in frames
+//! ([`QUEUE_LIMIT`], [`QUEUE_FRAMES`]); beyond that frames are dropped
+//! (`queue_drops`), as a switch with a full buffer does.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -47,7 +50,11 @@ fn parse_duration(v: &str) -> Result<Duration> {
         "s" => n * 1e6,
         _ => bail!("bad duration unit in {v:?} (ns, us, ms, s)"),
     };
-    Ok(Duration::from_nanos((us * 1000.0) as u64))
+    let d = Duration::from_nanos((us * 1000.0) as u64);
+    if d > MAX_DELAY {
+        bail!("delay {v:?} above {}s", MAX_DELAY.as_secs());
+    }
+    Ok(d)
 }
 
 fn parse_rate(v: &str) -> Result<u64> {
@@ -129,6 +136,7 @@ struct Dir {
     rng: fastrand::Rng,
     next_free: Option<Instant>,
     queued: usize,
+    queued_frames: usize,
     cnt: WireCounters,
 }
 
@@ -158,7 +166,12 @@ impl Ord for Held {
 }
 
 /// Bytes a direction may hold back before dropping (a switch buffer).
-const QUEUE_LIMIT: usize = 32 << 20;
+pub const QUEUE_LIMIT: usize = 32 << 20;
+/// Frames a direction may hold back (bounds the per-frame overhead of
+/// many tiny frames).
+pub const QUEUE_FRAMES: usize = 65_536;
+/// Largest one-way delay (`delay=`).
+pub const MAX_DELAY: Duration = Duration::from_secs(10);
 /// Extra hold time of a reordered frame beyond the delay.
 const REORDER_GAP: Duration = Duration::from_micros(200);
 
@@ -182,6 +195,7 @@ impl Wire {
                     rng: fastrand::Rng::with_seed(seed ^ (((i * 2 + j) as u64 + 1) * 0x9e37_79b9)),
                     next_free: None,
                     queued: 0,
+                    queued_frames: 0,
                     cnt: WireCounters::default(),
                 });
             }
@@ -198,19 +212,30 @@ impl Wire {
         self.dirs.iter().find(|d| d.from == ep).map(|d| d.to)
     }
 
-    /// Changes impairments of every direction (`from` = None) or of the
-    /// direction leaving `from`.
+    /// Changes impairments of the directions whose sending endpoint
+    /// `pick` selects; returns how many it changed.
     pub fn set(
         &mut self,
-        from: Option<Endpoint>,
+        pick: impl Fn(Endpoint) -> bool,
         f: impl Fn(&mut Impair) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<usize> {
+        let mut n = 0;
         for d in &mut self.dirs {
-            if from.is_none_or(|e| e == d.from) {
+            if pick(d.from) {
                 f(&mut d.cfg)?;
+                n += 1;
             }
         }
-        Ok(())
+        Ok(n)
+    }
+
+    /// Bytes and frames held back per direction (each within
+    /// [`QUEUE_LIMIT`] and [`QUEUE_FRAMES`]).
+    pub fn queued(&self) -> Vec<(usize, usize)> {
+        self.dirs
+            .iter()
+            .map(|d| (d.queued, d.queued_frames))
+            .collect()
     }
 
     /// Counters and settings per direction.
@@ -261,28 +286,34 @@ impl Wire {
             };
             let Some(mut f) = f else { return };
             let mut at = now;
+            let mut link_free = None;
             let bits = (len as u64 * 8).saturating_mul(1_000_000_000);
             if let Some(ns) = bits.checked_div(d.cfg.rate) {
                 let start = d.next_free.map_or(now, |t| t.max(now));
-                let tx = Duration::from_nanos(ns);
-                d.next_free = Some(start + tx);
-                at = start + tx;
+                at = start.checked_add(Duration::from_nanos(ns)).unwrap_or(start);
+                link_free = Some(at);
             }
-            at += d.cfg.delay;
+            let mut hold = d.cfg.delay;
             if d.rng.f64() * 100.0 < d.cfg.reorder {
                 d.cnt.reordered += 1;
-                at += REORDER_GAP.max(d.cfg.delay);
+                hold += REORDER_GAP.max(d.cfg.delay);
             }
+            at = at.checked_add(hold).unwrap_or(at);
             if at <= now {
+                d.next_free = link_free.or(d.next_free);
                 d.cnt.delivered += 1;
                 out.push((d.to, f));
                 continue;
             }
-            if d.queued + len > QUEUE_LIMIT || f.make_owned().is_err() {
+            // A full buffer drops the frame before it takes link time.
+            let full = d.queued + len > QUEUE_LIMIT || d.queued_frames >= QUEUE_FRAMES;
+            if full || f.make_owned().is_err() {
                 d.cnt.queue_drops += 1;
                 continue;
             }
+            d.next_free = link_free.or(d.next_free);
             d.queued += len;
+            d.queued_frames += 1;
             d.cnt.delayed += 1;
             self.seq += 1;
             self.held.push(Held {
@@ -300,6 +331,7 @@ impl Wire {
             let Some(h) = self.held.pop() else { break };
             let d = &mut self.dirs[h.dir];
             d.queued = d.queued.saturating_sub(h.frame.len());
+            d.queued_frames = d.queued_frames.saturating_sub(1);
             d.cnt.delivered += 1;
             out.push((d.to, h.frame));
         }

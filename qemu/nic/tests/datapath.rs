@@ -109,7 +109,7 @@ fn checksum_partial_is_inserted() {
 /// Sender g0 with a READ MR over `data`; receiver g1 with a WRITE MR of
 /// `cap` bytes (plus guard pages) and a flow. Returns (send key, send base,
 /// recv key, recv base, flow).
-fn setup_flow(tb: &mut Tb, data: &[u8], cap: u64, rx_isn: u32) -> (u32, u64, u32, u64, u32) {
+fn setup_flow(tb: &mut Tb, data: &[u8], cap: u64, rx_isn: u32) -> (u64, u64, u64, u64, u32) {
     let sbase = tb.drv[0].alloc(data.len() as u64);
     tb.drv[0].mem.write(sbase, data).unwrap();
     let skey = tb
@@ -149,7 +149,7 @@ fn merge_tso_places_by_sequence_and_coalesces() {
     let (skey, _, rkey, rbase, flow) = setup_flow(&mut tb, &data, 262_144, 1000);
     for i in 0..4u64 {
         let c = tb.post(1, flow, rkey, i * 65_536, 65_536);
-        assert_eq!((c.status, c.result2), (ST_OK, (i * 65_536) as u32));
+        assert_eq!((c.status, c.result), (ST_OK, i * 65_536));
     }
     let hdr = tcp_hdr(A_IP, B_IP, 4000, 5001, 1000, 555, 0x18);
     let ha = tb.drv[0].alloc(256);
@@ -333,7 +333,7 @@ fn no_posted_space_falls_back_to_normal_queue() {
     };
     assert_eq!(tb.cmd(1, upd.encode()).status, ST_OK);
     let c = tb.post(1, flow, rkey, 0, 8192);
-    assert_eq!(c.result2, 4000);
+    assert_eq!(c.result, 4000);
     // 8000 bytes: fits the posted 8192 -> placed.
     tb.drv[0].tx_merge(
         0,

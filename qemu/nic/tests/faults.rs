@@ -8,7 +8,7 @@ use common::*;
 use zeronic_hw::cmd::*;
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
-use zeronic_nic::ctl::execute;
+use zeronic_nic::ctl::{execute, Scope};
 use zeronic_nic::model::{lock, Topology};
 use zeronic_nic::wire::Impair;
 
@@ -31,7 +31,7 @@ fn injected_fatal_is_a_broken_command_queue() {
     let mut tb = Tb::new(Topology::TwoPort, Impair::default());
     assert_eq!(ping(&mut tb, 1), (1, 1));
     let irqs = tb.drv[0].irq.count(VEC_ASYNC);
-    let r = execute(&tb.model, "fault fatal").unwrap();
+    let r = execute(&tb.model, Scope::All, "fault fatal").unwrap();
     assert!(r.starts_with("ok\nguest g0: frozen=0 fatal=1 fatal_code=2 fatal_info=0x8 "));
     let d = &mut tb.drv[0];
     assert_ne!(d.bar.r32(REG_DEV_STATUS) & DEV_STATUS_FATAL, 0);
@@ -55,7 +55,7 @@ fn injected_fatal_is_a_broken_command_queue() {
     tb.drv[0].push_cmd(nop());
     tb.step();
     assert!(tb.drv[0].reap_cmd().is_none());
-    let again = execute(&tb.model, "fault fatal guest=g0").unwrap();
+    let again = execute(&tb.model, Scope::All, "fault fatal guest=g0").unwrap();
     assert!(again.contains("fatal=1 fatal_code=2"), "{again}");
     assert!(tb.drv[0].events().is_empty(), "fatal is entered once");
     // A reset clears it.
@@ -71,7 +71,7 @@ fn injected_fatal_is_a_broken_command_queue() {
 #[test]
 fn frozen_device_does_nothing_until_thawed() {
     let mut tb = Tb::new(Topology::TwoGuest, Impair::default());
-    let r = execute(&tb.model, "fault freeze guest=g1").unwrap();
+    let r = execute(&tb.model, Scope::All, "fault freeze guest=g1").unwrap();
     assert!(r.starts_with("ok\nguest g1: frozen=1 fatal=0 "), "{r}");
     let hb = tb.drv[1].bar.r32(REG_HEARTBEAT);
     let irqs = tb.drv[1].irq.count(vec_rx(0));
@@ -100,18 +100,18 @@ fn frozen_device_does_nothing_until_thawed() {
     // Guest a is unaffected.
     assert_eq!(tb.cmd(0, nop()).status, ST_OK);
     // Thaw: the queued command and frame are served.
-    execute(&tb.model, "fault thaw guest=g1").unwrap();
+    execute(&tb.model, Scope::All, "fault thaw guest=g1").unwrap();
     tb.step();
     assert_ne!(tb.drv[1].bar.r32(REG_HEARTBEAT), hb);
     assert_eq!(tb.drv[1].reap_cmd().map(|c| c.status), Some(ST_OK));
     assert_eq!(tb.drv[1].reap_tx(0).len(), 1);
     assert_eq!(tb.drv[0].reap_rx(0).len(), 1);
     // A reset requested while frozen happens at the thaw.
-    execute(&tb.model, "fault freeze guest=g1").unwrap();
+    execute(&tb.model, Scope::All, "fault freeze guest=g1").unwrap();
     tb.drv[1].bar.w32(REG_DEV_CTRL, DEV_CTRL_RESET);
     tb.step();
     assert_eq!(tb.drv[1].bar.r32(REG_DEV_CTRL), DEV_CTRL_RESET);
-    let r = execute(&tb.model, "fault thaw").unwrap();
+    let r = execute(&tb.model, Scope::All, "fault thaw").unwrap();
     assert!(
         r.contains("guest g0: frozen=0") && r.contains("guest g1: frozen=0"),
         "{r}"

@@ -181,7 +181,7 @@ fn qemu_protocol_doorbell_interrupt_and_reconnect() {
 
     // Control socket: run-time impairments and stats.
     let ctl = dir.join("ctl.sock");
-    zeronic_nic::ctl::start(model.clone(), &ctl).unwrap();
+    zeronic_nic::ctl::start(model.clone(), &ctl, zeronic_nic::ctl::Scope::All).unwrap();
     let r = zeronic_nic::ctl::send(&ctl, "wire loss=5 delay=100us rate=10gbit").unwrap();
     assert!(r.starts_with("ok"), "{r}");
     assert!(
@@ -230,5 +230,37 @@ fn qemu_protocol_doorbell_interrupt_and_reconnect() {
         let r = reply("stats");
         assert_eq!(r[0], "ok");
     }
+
+    // Guest a's own socket (its virtio-serial port): scoped to guest a.
+    let a_ctl = dir.join("a.ctl");
+    zeronic_nic::ctl::start(model.clone(), &a_ctl, zeronic_nic::ctl::Scope::Guest(0)).unwrap();
+    let r = zeronic_nic::ctl::send(&a_ctl, "fault freeze guest=b").unwrap();
+    assert!(r.starts_with("error: guest \"b\" is outside"), "{r}");
+    let r = zeronic_nic::ctl::send(&a_ctl, "fault status").unwrap();
+    assert!(
+        r.starts_with("ok\nguest a: frozen=0") && !r.contains("guest b"),
+        "{r}"
+    );
+    // At most MAX_CONNS connections per socket; the next one is refused.
+    let max = zeronic_nic::ctl::MAX_CONNS;
+    let held: Vec<_> = (0..max)
+        .map(|_| std::os::unix::net::UnixStream::connect(&a_ctl).unwrap())
+        .collect();
+    // Each held connection is served (a reply proves its thread counts).
+    for s in &held {
+        use std::io::{BufRead, BufReader, Write};
+        (&*s).write_all(b"help\n").unwrap();
+        let mut l = String::new();
+        BufReader::new(s).read_line(&mut l).unwrap();
+        assert_eq!(l, "ok\n");
+    }
+    let mut extra = std::os::unix::net::UnixStream::connect(&a_ctl).unwrap();
+    let mut r = String::new();
+    std::io::Read::read_to_string(&mut extra, &mut r).unwrap();
+    assert_eq!(r, format!("error: more than {max} connections\n.\n"));
+    drop(held);
+    wait_until("connections released", || {
+        zeronic_nic::ctl::send(&a_ctl, "stats").is_ok_and(|r| r.starts_with("ok"))
+    });
     let _ = std::fs::remove_dir_all(&dir);
 }

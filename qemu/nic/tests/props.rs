@@ -38,7 +38,7 @@ proptest! {
         raw in proptest::collection::vec(any::<[u8; 64]>(), 1..12),
         addrs in proptest::collection::vec(addr(), 12),
         ops in proptest::collection::vec(0u16..9, 12),
-        keys in proptest::collection::vec(any::<u32>(), 12),
+        keys in proptest::collection::vec(any::<u64>(), 12),
     ) {
         let mut tb = Tb::with_ram(Topology::TwoPort, Impair::default(), SMALL_RAM);
         let fence = tb.drv[0].next;
@@ -61,7 +61,7 @@ proptest! {
             let mut c = *r;
             c[0..2].copy_from_slice(&ops[i].to_le_bytes());
             if ops[i] == CMD_MR_INVAL {
-                c[8..12].copy_from_slice(&keys[i].to_le_bytes());
+                c[8..16].copy_from_slice(&keys[i].to_le_bytes());
             }
             if ops[i] != CMD_MR_REG {
                 tb.drv[0].push_cmd(c);

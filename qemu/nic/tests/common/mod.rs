@@ -180,7 +180,30 @@ impl Tb {
         self.drv[g].reap_cmd().expect("command completion")
     }
 
-    pub fn reg_mr(&mut self, g: usize, addr: u64, len: u64, access: u32) -> Result<u32, u16> {
+    /// Runs several commands in one scan; their completions in order.
+    pub fn cmds(&mut self, g: usize, cmds: &[[u8; 64]]) -> Vec<CmdCompletion> {
+        let first = self.drv[g].cookie + 1;
+        for c in cmds {
+            self.drv[g].push_cmd(*c);
+        }
+        self.step();
+        let mut q = self.drv[g].cmdcq;
+        let mut out = Vec::new();
+        while let Some(b) = self.drv[g].consume(&mut q) {
+            let c = CmdCompletion::decode(b[..16].try_into().unwrap());
+            assert_eq!(
+                c.cookie,
+                first + out.len() as u32,
+                "completions in command order"
+            );
+            out.push(c);
+        }
+        self.drv[g].cmdcq = q;
+        assert_eq!(out.len(), cmds.len(), "one completion per command");
+        out
+    }
+
+    pub fn reg_mr(&mut self, g: usize, addr: u64, len: u64, access: u32) -> Result<u64, u16> {
         let first_off = addr % 4096;
         let npages = (first_off + len).div_ceil(4096);
         let pages: Vec<u64> = (0..npages).map(|i| addr - first_off + i * 4096).collect();
@@ -194,7 +217,7 @@ impl Tb {
         first_off: u32,
         len: u64,
         access: u32,
-    ) -> Result<u32, u16> {
+    ) -> Result<u64, u16> {
         let d = &mut self.drv[g];
         let list = d.alloc(pages.len() as u64 * 8);
         let bytes: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
@@ -216,7 +239,7 @@ impl Tb {
         }
     }
 
-    pub fn inval_mr(&mut self, g: usize, key: u32) -> u16 {
+    pub fn inval_mr(&mut self, g: usize, key: u64) -> u16 {
         let c = CmdMrInval {
             opcode: CMD_MR_INVAL,
             key,
@@ -234,13 +257,13 @@ impl Tb {
         };
         let r = self.cmd(g, c.encode());
         if r.status == ST_OK {
-            Ok(r.result)
+            Ok(r.result as u32)
         } else {
             Err(r.status)
         }
     }
 
-    pub fn post(&mut self, g: usize, flow: u32, key: u32, off: u64, len: u32) -> CmdCompletion {
+    pub fn post(&mut self, g: usize, flow: u32, key: u64, off: u64, len: u32) -> CmdCompletion {
         let c = CmdMsPost {
             opcode: CMD_MS_POST,
             flow,
@@ -355,7 +378,7 @@ impl Drv {
         p: usize,
         hdr: &[u8],
         hdr_addr: u64,
-        key: u32,
+        key: u64,
         off: u64,
         len: u32,
         mss: u16,
