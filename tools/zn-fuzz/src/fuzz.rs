@@ -241,9 +241,9 @@ impl<'a> Fuzzer<'a> {
         }
         if self.unbound {
             // While the NIC is unbound every call fails at once: do not
-            // spin, the racer's bind needs the CPU.
+            // spin, the racer's bind and ip commands need the CPU.
             self.unbound = false;
-            std::thread::sleep(std::time::Duration::from_millis(2));
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 
@@ -369,7 +369,7 @@ impl<'a> Fuzzer<'a> {
         if q.nic >= q.num_nics {
             bad.push(format!("nic {} >= num_nics {}", q.nic, q.num_nics));
         }
-        if q.hw_version >> 16 != 1 {
+        if q.hw_version >> 16 == 0 {
             bad.push(format!("hw_version {:#x}", q.hw_version));
         }
         if q.num_ports == 0 || q.num_ports as usize > MAX_PORTS {

@@ -30,6 +30,13 @@ pub struct Racer {
 
 const DRV: &str = "/sys/bus/pci/drivers/zeronic";
 
+/// What the link changes did, for the summary.
+#[derive(Default)]
+struct IpLog {
+    runs: u64,
+    samples: Vec<String>,
+}
+
 /// Unbind/bind writes slower than this are reported.
 const SLOW: Duration = Duration::from_secs(20);
 
@@ -50,18 +57,41 @@ impl Racer {
     }
 
     /// `ip [-n NS] link set dev DEV ARGS...`; whether it succeeded.
-    fn ip_link(&self, ns: &str, dev: &str, args: &[&str]) -> bool {
+    fn ip_link(&self, ns: &str, dev: &str, args: &[&str], log: &mut IpLog) -> bool {
         let mut c = Command::new("ip");
         if !ns.is_empty() {
             c.args(["-n", ns]);
         }
-        c.args(["link", "set", "dev", dev])
+        let out = c
+            .args(["link", "set", "dev", dev])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+            .stderr(Stdio::piped())
+            .output();
+        log.runs += 1;
+        match out {
+            Ok(o) if o.status.success() => true,
+            other => {
+                let why = match other {
+                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                    Err(e) => e.to_string(),
+                };
+                let what = format!(
+                    "ip {}link set dev {dev} {}: {why}",
+                    if ns.is_empty() {
+                        String::new()
+                    } else {
+                        format!("-n {ns} ")
+                    },
+                    args.join(" ")
+                );
+                if log.samples.len() < 3 && !log.samples.iter().any(|s| s.ends_with(&why)) {
+                    log.samples.push(what);
+                }
+                false
+            }
+        }
     }
 
     /// Unbinds and binds until `deadline`.
@@ -96,6 +126,7 @@ impl Racer {
     /// move (a rebind makes new ones in the racer's namespace): an attempt
     /// that fails tries the other (namespace, name) pairs.
     fn link_loop(&self, rng: &mut Rng, deadline: Instant, shared: &Shared) {
+        let mut log = IpLog::default();
         let mut pairs: Vec<(String, String)> = Vec::new();
         for ns in &self.netns {
             for dev in &self.ifaces {
@@ -116,14 +147,14 @@ impl Racer {
             for i in 0..pairs.len() {
                 let (ns, dev) = &pairs[(start + i) % pairs.len()];
                 if flip {
-                    if self.ip_link(ns, dev, &["down"]) {
+                    if self.ip_link(ns, dev, &["down"], &mut log) {
                         sleep(Duration::from_millis(rng.below(100)));
-                        if self.ip_link(ns, dev, &["up"]) {
+                        if self.ip_link(ns, dev, &["up"], &mut log) {
                             shared.link_flips.fetch_add(1, Relaxed);
                         }
                         break;
                     }
-                } else if self.ip_link(ns, dev, &["mtu", &mtu.to_string()]) {
+                } else if self.ip_link(ns, dev, &["mtu", &mtu.to_string()], &mut log) {
                     shared.mtu_changes.fetch_add(1, Relaxed);
                     break;
                 } else if mtu > self.max_mtu {
@@ -132,6 +163,15 @@ impl Racer {
             }
             sleep(Duration::from_millis(rng.range(20, 200)));
         }
+        println!(
+            "zn-fuzz: racer: {} ip commands; failures seen: {}",
+            log.runs,
+            if log.samples.is_empty() {
+                "none".to_string()
+            } else {
+                log.samples.join("; ")
+            }
+        );
     }
 
     /// Races until `deadline` (rebinding and link changes in two threads),
