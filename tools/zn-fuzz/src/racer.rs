@@ -2,14 +2,19 @@
 //! PCI function through sysfs, changes the ports' MTUs and takes them down
 //! and up; at the end it leaves the NIC bound.
 
-use std::fs;
+use std::fs::{self, File};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use nix::errno::Errno;
+use nix::sched::{setns, CloneFlags};
+use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
+
+use crate::errnos::ErrnoName;
 
 use crate::rng::Rng;
 use crate::shared::Shared;
@@ -34,7 +39,24 @@ const DRV: &str = "/sys/bus/pci/drivers/zeronic";
 #[derive(Default)]
 struct IpLog {
     runs: u64,
-    samples: Vec<String>,
+    /// "what errno" -> count.
+    errors: Vec<(String, u64)>,
+    last: Option<Errno>,
+}
+
+impl IpLog {
+    /// Counts one ioctl's result; whether it succeeded.
+    fn note(&mut self, _dev: &str, what: &str, r: Result<(), Errno>) -> bool {
+        self.runs += 1;
+        self.last = r.err();
+        let Err(e) = r else { return true };
+        let k = format!("{what} {}", e.name());
+        match self.errors.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, n)) => *n += 1,
+            None => self.errors.push((k, 1)),
+        }
+        false
+    }
 }
 
 /// Unbind/bind writes slower than this are reported.
@@ -56,42 +78,84 @@ impl Racer {
         Ok(d)
     }
 
-    /// `ip [-n NS] link set dev DEV ARGS...`; whether it succeeded.
-    fn ip_link(&self, ns: &str, dev: &str, args: &[&str], log: &mut IpLog) -> bool {
-        let mut c = Command::new("ip");
-        if !ns.is_empty() {
-            c.args(["-n", ns]);
-        }
-        let out = c
-            .args(["link", "set", "dev", dev])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output();
-        log.runs += 1;
-        match out {
-            Ok(o) if o.status.success() => true,
-            other => {
-                let why = match other {
-                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
-                    Err(e) => e.to_string(),
-                };
-                let what = format!(
-                    "ip {}link set dev {dev} {}: {why}",
-                    if ns.is_empty() {
-                        String::new()
-                    } else {
-                        format!("-n {ns} ")
-                    },
-                    args.join(" ")
-                );
-                if log.samples.len() < 3 && !log.samples.iter().any(|s| s.ends_with(&why)) {
-                    log.samples.push(what);
-                }
-                false
+    /// One socket per namespace of the ports (created inside it, so its
+    /// interface ioctls act there): MTU and up/down changes are two
+    /// syscalls, not an `ip` process, which a guest busy with the workers
+    /// takes seconds to start.
+    fn ns_sockets(&self) -> Result<Vec<(String, OwnedFd)>> {
+        let home = File::open("/proc/self/ns/net").context("open /proc/self/ns/net")?;
+        let mut out = Vec::new();
+        for ns in &self.netns {
+            if !ns.is_empty() {
+                let f = File::open(format!("/run/netns/{ns}"))
+                    .with_context(|| format!("open /run/netns/{ns}"))?;
+                setns(&f, CloneFlags::CLONE_NEWNET).with_context(|| format!("setns {ns}"))?;
             }
+            let sock = socket(
+                AddressFamily::Inet,
+                SockType::Datagram,
+                SockFlag::SOCK_CLOEXEC,
+                None,
+            );
+            if !ns.is_empty() {
+                setns(&home, CloneFlags::CLONE_NEWNET).context("setns back")?;
+            }
+            out.push((ns.clone(), sock.context("socket")?));
         }
+        Ok(out)
+    }
+
+    /// An interface ioctl (`SIOCSIFMTU`, `SIOCGIFFLAGS`, `SIOCSIFFLAGS`)
+    /// on `dev` through `sock`; the value it read or was given.
+    fn ifreq(sock: &OwnedFd, dev: &str, req: libc::c_ulong, val: i32) -> Result<i32, Errno> {
+        #[repr(C)]
+        struct IfReq {
+            name: [u8; libc::IFNAMSIZ],
+            val: i32,
+            pad: [u8; 20],
+        }
+        let mut r = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            val,
+            pad: [0; 20],
+        };
+        let n = dev.len().min(libc::IFNAMSIZ - 1);
+        r.name[..n].copy_from_slice(&dev.as_bytes()[..n]);
+        // SAFETY: `r` is a struct ifreq (name, then the int/short union) the
+        // kernel reads and writes within its 40 bytes.
+        let rc = unsafe { libc::ioctl(sock.as_raw_fd(), req, &raw mut r) };
+        if rc < 0 {
+            Err(Errno::last())
+        } else {
+            Ok(r.val)
+        }
+    }
+
+    /// Sets the MTU of `dev` through `sock`.
+    fn set_mtu(sock: &OwnedFd, dev: &str, mtu: u32, log: &mut IpLog) -> bool {
+        log.note(
+            dev,
+            "mtu",
+            Self::ifreq(sock, dev, libc::SIOCSIFMTU, mtu as i32).map(drop),
+        )
+    }
+
+    /// Takes `dev` down and up again through `sock`.
+    fn flip(sock: &OwnedFd, dev: &str, pause: Duration, log: &mut IpLog) -> bool {
+        let Ok(flags) = Self::ifreq(sock, dev, libc::SIOCGIFFLAGS, 0) else {
+            return false;
+        };
+        let up = libc::IFF_UP;
+        let down = Self::ifreq(sock, dev, libc::SIOCSIFFLAGS, flags & !up).map(drop);
+        if !log.note(dev, "down", down) {
+            return false;
+        }
+        sleep(pause);
+        log.note(
+            dev,
+            "up",
+            Self::ifreq(sock, dev, libc::SIOCSIFFLAGS, flags | up).map(drop),
+        )
     }
 
     /// Unbinds and binds until `deadline`.
@@ -125,12 +189,13 @@ impl Racer {
     /// Changes MTUs and takes ports down and up until `deadline`. The ports
     /// move (a rebind makes new ones in the racer's namespace): an attempt
     /// that fails tries the other (namespace, name) pairs.
-    fn link_loop(&self, rng: &mut Rng, deadline: Instant, shared: &Shared) {
+    fn link_loop(&self, rng: &mut Rng, deadline: Instant, shared: &Shared) -> Result<()> {
         let mut log = IpLog::default();
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        for ns in &self.netns {
+        let socks = self.ns_sockets()?;
+        let mut pairs: Vec<(&OwnedFd, &str, &str)> = Vec::new();
+        for (ns, sock) in &socks {
             for dev in &self.ifaces {
-                pairs.push((ns.clone(), dev.clone()));
+                pairs.push((sock, ns, dev));
             }
         }
         while Instant::now() < deadline {
@@ -143,35 +208,38 @@ impl Racer {
                 4 => self.max_mtu + 1, // refused
                 _ => rng.range(68, u64::from(self.max_mtu)) as u32,
             };
+            let pause = Duration::from_millis(rng.below(100));
             let start = rng.below(pairs.len() as u64) as usize;
             for i in 0..pairs.len() {
-                let (ns, dev) = &pairs[(start + i) % pairs.len()];
+                let (sock, _ns, dev) = pairs[(start + i) % pairs.len()];
                 if flip {
-                    if self.ip_link(ns, dev, &["down"], &mut log) {
-                        sleep(Duration::from_millis(rng.below(100)));
-                        if self.ip_link(ns, dev, &["up"], &mut log) {
-                            shared.link_flips.fetch_add(1, Relaxed);
-                        }
+                    if Self::flip(sock, dev, pause, &mut log) {
+                        shared.link_flips.fetch_add(1, Relaxed);
                         break;
                     }
-                } else if self.ip_link(ns, dev, &["mtu", &mtu.to_string()], &mut log) {
+                } else if Self::set_mtu(sock, dev, mtu, &mut log) {
                     shared.mtu_changes.fetch_add(1, Relaxed);
                     break;
-                } else if mtu > self.max_mtu {
+                } else if mtu > self.max_mtu && log.last != Some(Errno::ENODEV) {
                     break; // refused, as it must be
                 }
             }
             sleep(Duration::from_millis(rng.range(20, 200)));
         }
         println!(
-            "zn-fuzz: racer: {} ip commands; failures seen: {}",
+            "zn-fuzz: racer: {} interface ioctls; errors: {}",
             log.runs,
-            if log.samples.is_empty() {
+            if log.errors.is_empty() {
                 "none".to_string()
             } else {
-                log.samples.join("; ")
+                log.errors
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         );
+        Ok(())
     }
 
     /// Races until `deadline` (rebinding and link changes in two threads),
@@ -180,14 +248,18 @@ impl Racer {
         let mut rng = Rng::stream(seed, 0xffff, 0);
         let mut rng2 = Rng::stream(seed, 0xffff, 1);
         let res = std::thread::scope(|s| {
-            if !self.ifaces.is_empty() {
-                s.spawn(|| self.link_loop(&mut rng2, deadline, shared));
-            }
-            if self.rebind {
+            let links = (!self.ifaces.is_empty())
+                .then(|| s.spawn(|| self.link_loop(&mut rng2, deadline, shared)));
+            let r = if self.rebind {
                 self.rebind_loop(&mut rng, deadline, shared)
             } else {
                 Ok(())
-            }
+            };
+            let l = links.map_or(Ok(()), |h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the link thread panicked")))
+            });
+            r.and(l)
         });
         if self.rebind && !self.bound() {
             self.write("bind")?;
