@@ -162,7 +162,8 @@ impl Racer {
     fn rebind_loop(&self, rng: &mut Rng, deadline: Instant, shared: &Shared) -> Result<()> {
         let mut slowest = Duration::ZERO;
         while Instant::now() < deadline {
-            sleep(Duration::from_millis(rng.range(1000, 4000)));
+            // Bound most of the time, so calls reach a working NIC too.
+            sleep(Duration::from_millis(rng.range(2000, 6000)));
             if Instant::now() >= deadline {
                 break;
             }
