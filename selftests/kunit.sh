@@ -1,14 +1,16 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # The module's KUnit suites (pure logic: ring geometry, registration argument
-# checks) ran when qemu/run loaded it; relay each case's result from debugfs:
+# checks) ran when qemu/run loaded it, and the patch series' (sk_buff writers
+# refusing cloned and shared buffers) at boot; relay each case's result from
+# debugfs:
 # a pass as a pass, a failure as a failure, a KUnit skip ("# SKIP") as a
 # KTAP skip (never a pass). A suite with no results, one that lists fewer
 # cases than its plan, or one that ran no case at all fails; a suite KUnit
 # skipped as a whole is one skip.
 . "$(dirname "$0")/lib.sh"
 
-SUITES="zeronic_ring_geometry zeronic_mr_args"
+SUITES="zeronic_ring_geometry zeronic_mr_args rust_kernel_skbuff"
 # ZN_KUNIT_DIR: another directory of <suite>/results files (to check this
 # script against made-up results).
 KUNIT=${ZN_KUNIT_DIR:-/sys/kernel/debug/kunit}

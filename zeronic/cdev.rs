@@ -16,6 +16,7 @@
 
 use kernel::{
     fs::File,
+    mm::virt::VmaNew,
     miscdevice::{
         MiscDevice,
         MiscDeviceOptions,
@@ -37,6 +38,7 @@ use kernel::{
 };
 
 use crate::{
+    cdev_zc::ZcFiles,
     control,
     mr::{
         Mr,
@@ -74,6 +76,9 @@ pub(crate) struct ControlFile {
     /// Thread-group id of the process that opened the file, shown in fdinfo
     /// so that a file passed to another process can be traced to its owner.
     owner_tgid: Pid,
+    /// Completion queues and flows of this file (`cdev_zc.rs`).
+    #[pin]
+    zc: ZcFiles,
     /// Regions registered through this file.
     #[pin]
     mrs: Mutex<KVec<Mr>>,
@@ -159,6 +164,9 @@ impl ControlFile {
                 .iter()
                 .position(|m| m.nic == req.nic && m.key == req.key)
                 .ok_or(ENOENT)?;
+            if mrs.get(pos).is_some_and(Mr::in_use) {
+                return Err(EBUSY);
+            }
             mrs.remove(pos)?
         };
         // Invalidate, unmap and unpin outside the table lock.
@@ -176,10 +184,18 @@ impl MiscDevice for ControlFile {
         KBox::try_pin_init(
             try_pin_init!(ControlFile {
                 owner_tgid,
+                zc <- ZcFiles::new(),
                 mrs <- new_mutex!(KVec::new()),
             }),
             GFP_KERNEL,
         )
+    }
+
+    fn release(device: Pin<KBox<Self>>, _file: &File) {
+        // Flows first (they use the regions and the CQs), then the CQs; the
+        // regions go with the file.
+        device.zc.release();
+        drop(device);
     }
 
     fn ioctl(this: Pin<&ControlFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -187,8 +203,19 @@ impl MiscDevice for ControlFile {
             uapi::IOC_QUERY => this.query(arg),
             uapi::IOC_MR_REG => this.mr_reg(arg),
             uapi::IOC_MR_DEREG => this.mr_dereg(arg),
+            uapi::IOC_CQ_CREATE => this.zc.cq_create(arg),
+            uapi::IOC_CQ_DESTROY => this.zc.cq_destroy(arg),
+            uapi::IOC_FLOW_ATTACH => this.zc.flow_attach(&this.mrs, arg),
+            uapi::IOC_FLOW_DETACH => this.zc.flow_detach(arg),
+            uapi::IOC_POST => this.zc.post(&this.mrs, arg),
+            uapi::IOC_STREAM_CONSUME => this.zc.stream_consume(arg),
+            uapi::IOC_FLOW_QUERY => this.zc.flow_query(arg),
             _ => Err(ENOTTY),
         }
+    }
+
+    fn mmap(this: Pin<&ControlFile>, _file: &File, vma: &VmaNew) -> Result {
+        this.zc.mmap(vma)
     }
 
     fn show_fdinfo(this: Pin<&ControlFile>, m: &SeqFile, _file: &File) {

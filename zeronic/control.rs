@@ -10,10 +10,9 @@
 //! While the mutex is held and the NIC is running, the PCI device is bound,
 //! which is what lets a file map pages for DMA (see [`Control::with_bound`]).
 //!
-//! Commands are executed one at a time under the mutex: post, ring `DB_CMD`,
-//! then sleep-poll the completion queue. The command path is the control path
-//! (registration, flows), not the per-packet path, so polling costs nothing
-//! that matters and needs no interrupt.
+//! Commands go through a [`CmdQueue`]: callers in process context post one
+//! and sleep-poll for its completion under the mutex (registration, flow
+//! attach); the data path posts from any context without waiting.
 //!
 //! **Memory the NIC may address** (rings, page lists, registered pages) is
 //! given back only once the NIC confirmed it is done with it: a queue it
@@ -36,7 +35,7 @@ use kernel::{
         Coherent, //
     },
     mm::pin::PinnedPages,
-    new_mutex, pci,
+    new_mutex, new_spinlock_irq, pci,
     prelude::*,
     sync::{
         aref::ARef,
@@ -45,26 +44,26 @@ use kernel::{
             Relaxed, //
         },
         Arc,
-        Mutex, //
+        Mutex,
+        SpinLockIrq, //
     },
     task::Kuid,
 };
 
 use crate::{
+    cmdq::{
+        CmdDone,
+        CmdQueue, //
+    },
+    flow::Flow,
     hw::{cmd::CmdCompletion, regs, status},
     nic_regs::NicRegs,
     queues::{
         RxRing,
         TxRing, //
     },
-    ring::{
-        poll_until,
-        Ring, //
-    },
+    ring::Ring,
 };
-
-/// Entries of the command and command completion queues.
-const CMDQ_ENTRIES: u32 = 64;
 
 /// How long a command may take. The largest (registering 1 GiB = 256 Ki
 /// pages) copies a 2 MiB page list; TCG guests on a busy host are slow.
@@ -98,6 +97,18 @@ pub(crate) fn lookup(nic: u32) -> Result<(Arc<Control>, u32)> {
         .ok_or(ENODEV)?
         .clone();
     Ok((ctl, count))
+}
+
+/// The bound NIC that has a port with net_device `ifindex`: the NIC, its
+/// index and the port.
+pub(crate) fn find_port(ifindex: u32) -> Option<(Arc<Control>, u32, u32)> {
+    let nics = NICS.lock();
+    nics.iter().enumerate().find_map(|(i, c)| {
+        let c = c.as_ref()?;
+        let port = c.port_with(ifindex)?;
+        // CAST: at most a handful of NICs.
+        Some((c.clone(), i as u32, port))
+    })
 }
 
 /// What the query ioctl reports about a port, kept current by the port.
@@ -199,6 +210,13 @@ pub(crate) struct Control {
     pub(crate) pinned_pages: Atomic<u64>,
     /// Pages of held regions (in `pinned_pages`), pinned until a reset.
     pub(crate) held_pages: Atomic<u64>,
+    /// The command queue.
+    #[pin]
+    cmdq: CmdQueue,
+    /// Attached flows by their index in the NIC's Flow Table, for the
+    /// header queue (NAPI); taken in any context.
+    #[pin]
+    flows: SpinLockIrq<KVec<Option<Arc<Flow>>>>,
     #[pin]
     inner: Mutex<Inner>,
 }
@@ -206,16 +224,10 @@ pub(crate) struct Control {
 /// State behind [`Control::inner`].
 struct Inner {
     state: State,
-    /// The command and completion rings.
-    rings: Option<(Ring<64>, Ring<16>)>,
     /// Memory the NIC may still access; see [`Control::release`].
     held: KVec<Held>,
     /// MR Table entries held per user (only users holding some).
     shares: KVec<(Kuid, u32)>,
-    /// Next free-running command index (= `Q_PROD` of the command queue).
-    prod: u32,
-    /// Next completion to consume (= `Q_CONS` of the completion queue).
-    cons: u32,
 }
 
 /// Never frees `value`, nor anything it owns: for memory a NIC may still
@@ -236,7 +248,6 @@ fn leak<T>(value: T) {
 /// Command issuing rights, handed out by [`Control::with_bound`].
 pub(crate) struct Commands<'a> {
     inner: &'a mut Inner,
-    regs: &'a NicRegs,
     control: &'a Control,
 }
 
@@ -250,8 +261,10 @@ impl Control {
         mr_user_max: u32,
     ) -> Result<Arc<Self>> {
         let dev: &Device<Bound> = pdev.as_ref();
-        let cmdq = Ring::<64>::new(dev, CMDQ_ENTRIES, regs::REG_CMDQ)?;
-        let cmdcq = Ring::<16>::new(dev, CMDQ_ENTRIES, regs::REG_CMDCQ)?;
+        let cmdq = CmdQueue::new(dev, regs.clone())?;
+        let mut flows = KVec::new();
+        // CAST: u32 -> usize is lossless.
+        flows.resize(identity.flow_capacity as usize, None, GFP_KERNEL)?;
         let pdev: &pci::Device = pdev;
         Arc::pin_init(
             try_pin_init!(Self {
@@ -264,25 +277,73 @@ impl Control {
                 mr_in_use: Atomic::new(0),
                 pinned_pages: Atomic::new(0),
                 held_pages: Atomic::new(0),
+                cmdq <- cmdq,
+                flows <- new_spinlock_irq!(flows, "zeronic::control::flows"),
                 inner <- new_mutex!(Inner {
                     state: State::Running,
-                    rings: Some((cmdq, cmdcq)),
                     held: KVec::new(),
                     shares: KVec::new(),
-                    prod: 0,
-                    cons: 0,
                 }),
             }? Error),
             GFP_KERNEL,
         )
     }
 
+    /// Registers `flow` as the NIC's flow `hw_index`.
+    pub(crate) fn add_flow(&self, hw_index: u32, flow: Arc<Flow>) -> Result {
+        let mut flows = self.flows.lock();
+        // CAST: u32 -> usize is lossless.
+        match flows.get_mut(hw_index as usize) {
+            Some(slot @ None) => {
+                *slot = Some(flow);
+                Ok(())
+            }
+            // Out of range, or an index in use: the NIC is broken.
+            _ => Err(EIO),
+        }
+    }
+
+    /// Unregisters `flow` (if it is the NIC's flow `hw_index`).
+    pub(crate) fn remove_flow(&self, hw_index: u32, flow: &Arc<Flow>) {
+        let old = {
+            let mut flows = self.flows.lock();
+            // CAST: u32 -> usize is lossless.
+            match flows.get_mut(hw_index as usize) {
+                Some(slot) if slot.as_ref().is_some_and(|f| Arc::ptr_eq(f, flow)) => slot.take(),
+                _ => None,
+            }
+        };
+        drop(old);
+    }
+
+    /// The flow the NIC calls `hw_index` (header queue). Any context.
+    pub(crate) fn flow(&self, hw_index: u32) -> Option<Arc<Flow>> {
+        // CAST: u32 -> usize is lossless.
+        self.flows.lock().get(hw_index as usize)?.clone()
+    }
+
+    /// Port of this NIC whose net_device has `ifindex`.
+    fn port_with(&self, ifindex: u32) -> Option<u32> {
+        (0..self.identity.ports).find(|&p| {
+            // CAST: u32 -> usize; `p < MAX_PORTS`.
+            self.ports[p as usize].ifindex.load(Relaxed) == ifindex && ifindex != 0
+        })
+    }
+
     /// Enables the command queues (hardware spec §3).
     pub(crate) fn enable(&self) -> Result {
-        let inner = self.inner.lock();
-        let (cmdq, cmdcq) = inner.rings.as_ref().ok_or(ENODEV)?;
-        cmdq.enable(&self.regs)?;
-        cmdcq.enable(&self.regs)
+        self.cmdq.enable()
+    }
+
+    /// Consumes command completions (the `VEC_ASYNC` handler). Any context.
+    pub(crate) fn reap(&self) {
+        self.cmdq.reap();
+    }
+
+    /// Posts `cmd` without waiting; its completion goes to `on_done`. Any
+    /// context. `ENODEV` once the NIC is broken or going away.
+    pub(crate) fn submit(&self, cmd: [u8; 64], on_done: Option<Arc<dyn CmdDone>>) -> Result {
+        self.cmdq.submit(cmd, on_done).map(|_| ())
     }
 
     /// Adds this NIC to [`NICS`] at the lowest free index; `/dev/zeronic`
@@ -326,7 +387,9 @@ impl Control {
                 *nics = KVec::new();
             }
         }
-        self.inner.lock().state = State::Unbinding;
+        let mut inner = self.inner.lock();
+        inner.state = State::Unbinding;
+        self.cmdq.close();
     }
 
     /// Records the outcome of the reset that follows [`Control::shut_down`]:
@@ -341,7 +404,7 @@ impl Control {
             } else {
                 State::Lost
             };
-            (inner.rings.take(), core::mem::take(&mut inner.held))
+            (self.cmdq.take_rings(), core::mem::take(&mut inner.held))
         };
         if reset_done {
             drop(rings);
@@ -485,7 +548,6 @@ impl Control {
         let dev = unsafe { dev.as_bound() };
         let mut cmds = Commands {
             inner: &mut inner,
-            regs: &self.regs,
             control: self,
         };
         f(dev, &mut cmds)
@@ -503,60 +565,27 @@ impl Commands<'_> {
     ///
     /// The cookie is filled in here. A completion whose status is not `ST_OK`
     /// is returned as is (the caller maps it); `EIO` if the NIC does not
-    /// complete the command in time or answers out of order, after which the
-    /// NIC is considered broken: it may still execute the command, so memory
-    /// the command names must be held (see [`Commands::hold`]).
-    pub(crate) fn exec(&mut self, mut cmd: [u8; 64]) -> Result<CmdCompletion> {
-        let inner = &mut *self.inner;
-        let Some((cmdq, cmdcq)) = &inner.rings else {
-            return Err(ENODEV);
-        };
-        let cookie = inner.prod;
-        cmd[4..8].copy_from_slice(&cookie.to_le_bytes());
+    /// complete the command in time, after which the NIC is considered
+    /// broken: it may still execute the command, so memory the command
+    /// names must be held (see [`Commands::hold`]).
+    pub(crate) fn exec(&mut self, cmd: [u8; 64]) -> Result<CmdCompletion> {
         let opcode = u16::from_le_bytes([cmd[0], cmd[1]]);
-        cmdq.write(inner.prod, cmd)?;
-        inner.prod = inner.prod.wrapping_add(1);
-        {
-            let r = self.regs.get()?;
-            // Entry before index (spec §5).
-            kernel::sync::barrier::mb(kernel::sync::barrier::Write);
-            r.w32(cmdq.reg(regs::Q_PROD), inner.prod)?;
-            r.doorbell(regs::DB_CMD)?;
-        }
-        let cons = inner.cons;
-        let waited = poll_until(self.regs, CMD_TIMEOUT_MS, |r| {
-            if r.r32(regs::REG_DEV_STATUS)? & regs::DEV_STATUS_FATAL != 0 {
-                return Err(EIO);
+        match self.control.cmdq.wait(cmd, CMD_TIMEOUT_MS) {
+            Ok(done) => {
+                if done.status != status::ST_OK {
+                    pr_debug!("command {} failed with status {}\n", opcode, done.status);
+                }
+                Ok(done)
             }
-            Ok(cmdcq.prod(r)? != cons)
-        });
-        if let Err(e) = waited {
-            inner.state = State::Broken;
-            pr_err!(
-                "NIC did not complete command {} ({:?}); commands disabled\n",
-                opcode,
-                e
-            );
-            return Err(EIO);
+            Err(e) => {
+                self.inner.state = State::Broken;
+                pr_err!(
+                    "NIC did not complete command {} ({:?}); commands disabled\n",
+                    opcode,
+                    e
+                );
+                Err(EIO)
+            }
         }
-        kernel::sync::barrier::dma_mb(kernel::sync::barrier::Read);
-        let done = CmdCompletion::decode(&cmdcq.read(cons)?);
-        inner.cons = cons.wrapping_add(1);
-        self.regs.get()?.w32(cmdcq.reg(regs::Q_CONS), inner.cons)?;
-        if done.cookie != cookie || done.opcode != opcode {
-            inner.state = State::Broken;
-            pr_err!(
-                "NIC completed command {}/{} while {}/{} was expected; commands disabled\n",
-                done.opcode,
-                done.cookie,
-                opcode,
-                cookie
-            );
-            return Err(EIO);
-        }
-        if done.status != status::ST_OK {
-            pr_debug!("command {} failed with status {}\n", opcode, done.status);
-        }
-        Ok(done)
     }
 }

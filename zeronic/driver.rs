@@ -22,12 +22,14 @@ use kernel::{
         Bound,
         Core, //
     },
+    alloc::flags::__GFP_ZERO,
     irq,
     net::dev::{
         Builder,
         Features,
         Registration, //
     },
+    page::Page,
     pci,
     prelude::*,
     sync::{
@@ -109,6 +111,17 @@ fn read_identity(pdev: &pci::Device<Core<'_>>, r: &Regs<'_>) -> Result<Identity>
             "ZeroNIC reports {} ports (1..={} valid)\n",
             id.ports,
             regs::MAX_PORTS
+        );
+        return Err(EINVAL);
+    }
+    if id.flow_capacity > regs::FLOW_CAPACITY || id.mr_capacity > regs::MR_CAPACITY {
+        dev_err!(
+            pdev,
+            "ZeroNIC reports {} flows and {} memory regions (at most {} and {})\n",
+            id.flow_capacity,
+            id.mr_capacity,
+            regs::FLOW_CAPACITY,
+            regs::MR_CAPACITY
         );
         return Err(EINVAL);
     }
@@ -225,7 +238,7 @@ impl<'bound> ZeroNicDevice<'bound> {
             r.doorbell(regs::DB_CMD)?;
         }
         let types = pci::IrqTypes::default().with(pci::IrqType::MsiX);
-        bpdev
+        let vectors = bpdev
             .alloc_irq_vectors_managed(nvec, nvec, types)
             .inspect_err(|e| dev_err!(pdev, "cannot allocate {} MSI-X vectors: {:?}\n", nvec, e))?;
 
@@ -240,7 +253,7 @@ impl<'bound> ZeroNicDevice<'bound> {
         // From here on, `this` tears the NIC down (its `Drop`) if probe fails.
         guard.armed = false;
         this.request_irq(
-            bpdev,
+            vectors,
             regs::VEC_ASYNC,
             c"zeronic-async",
             Vector::Async(events),
@@ -256,12 +269,17 @@ impl<'bound> ZeroNicDevice<'bound> {
                     port: p,
                     vector: v,
                 };
-                this.request_irq(bpdev, v, name, handler)?;
+                this.request_irq(vectors, v, name, handler)?;
             }
         }
 
         for p in 0..identity.ports {
-            let mut b = Builder::new(1, 1, Port::new(p, bpdev, nic.clone(), control.clone()))?;
+            let zero = Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?;
+            let mut b = Builder::new(
+                1,
+                1,
+                Port::new(p, bpdev, nic.clone(), control.clone(), zero),
+            )?;
             b.set_name(IFNAME)?;
             // CAST: `p < MAX_PORTS` (2).
             b.set_dev_port(p as u16);
@@ -272,7 +290,8 @@ impl<'bound> ZeroNicDevice<'bound> {
                 kernel::net::dev::ETH_MIN_MTU,
                 max_mtu,
             )?;
-            let features = Features::HW_CSUM | Features::RXCSUM;
+            // SG and TSO serve the zero-copy sends only (`features_check`).
+            let features = Features::HW_CSUM | Features::RXCSUM | Features::SG | Features::TSO;
             b.set_features(features, features);
             b.set_parent(bpdev.as_ref());
             b.data().napi.add(&b)?;
@@ -295,26 +314,26 @@ impl<'bound> ZeroNicDevice<'bound> {
         let index = control.publish()?;
         dev_info!(
             pdev,
-            "ZeroNIC {}.{} (nic {}): {} port(s), max MTU {}, caps {:#x}, {} MSI-X vectors\n",
+            "ZeroNIC {}.{}: {} port(s), max MTU {}, caps {:#x}, {} MSI-X vectors, nic {}\n",
             identity.version >> 16,
             identity.version & 0xffff,
-            index,
             identity.ports,
             identity.max_mtu,
             identity.caps,
-            nvec
+            nvec,
+            index
         );
         Ok(this)
     }
 
     fn request_irq(
         &mut self,
-        pdev: &'bound pci::Device<Bound>,
+        vectors: pci::ManagedIrqVectors<'bound>,
         vector: u32,
         name: &'static CStr,
         handler: Vector,
     ) -> Result {
-        let request = pdev.irq_vector(vector)?;
+        let request = vectors.index(usize::try_from(vector)?)?;
         // SAFETY: The registration is stored in `self.irqs` and dropped, never
         // forgotten, in `Drop` or when `self` is dropped on a probe error.
         let reg = KBox::pin_init(

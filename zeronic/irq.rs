@@ -177,6 +177,7 @@ impl Handler for Vector {
     fn handle(&self) -> IrqReturn {
         match self {
             Vector::Async(events) => {
+                events.control.reap();
                 // Nothing to do but report: the device may be going away.
                 let _ = events.drain();
             }

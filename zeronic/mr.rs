@@ -26,12 +26,21 @@ use kernel::{
     },
     mm::pin::{
         Access,
+        PageRefs,
         PinnedPages, //
+    },
+    page::{
+        BorrowedPage,
+        PAGE_SIZE, //
     },
     prelude::*,
     sync::{
-        atomic::Relaxed,
-        Arc, //
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+        UniqueArc, //
     },
 };
 
@@ -69,6 +78,53 @@ pub(crate) struct Mr {
     control: Arc<Control>,
     /// `None` only once released.
     region: Option<Region>,
+    /// What the data path uses of the region.
+    pub(crate) shared: Arc<MrShared>,
+}
+
+/// What the zero-copy data path needs of a region: its key, its pages (as
+/// page references, which may be dropped in any context, unlike the pin),
+/// and how many posted work requests use it. Shared with those requests and
+/// receive segments, which may outlive the file's [`Mr`] (sends still in
+/// flight in TCP after the region was released).
+pub(crate) struct MrShared {
+    pub(crate) key: u64,
+    /// `ZERONIC_ACCESS_*`.
+    pub(crate) access: u32,
+    /// Region bytes.
+    pub(crate) len: u64,
+    pages: PageRefs,
+    /// Posted work requests and receive segments using the region; while
+    /// nonzero, `MR_DEREG` fails with `EBUSY`.
+    pub(crate) users: Atomic<u32>,
+    /// Cleared before the region is invalidated: sends still in flight then
+    /// go out by copy (their skbs hold the pages) instead of by key.
+    pub(crate) valid: Atomic<bool>,
+}
+
+impl MrShared {
+    /// The page holding byte `pos` of the region, the offset in it, and how
+    /// many of the region's bytes from there lie in that page.
+    pub(crate) fn locate(&self, pos: u64) -> Option<(BorrowedPage<'_>, u32, u32)> {
+        if pos >= self.len {
+            return None;
+        }
+        let at = usize::try_from(pos).ok()?.checked_add(self.pages.offset())?;
+        let page = self.pages.page(at / PAGE_SIZE)?;
+        let in_page = at % PAGE_SIZE;
+        let left = (PAGE_SIZE - in_page).min(usize::try_from(self.len - pos).ok()?);
+        Some((page, u32::try_from(in_page).ok()?, u32::try_from(left).ok()?))
+    }
+
+    /// The page references, to copy into the region.
+    pub(crate) fn pages(&self) -> &PageRefs {
+        &self.pages
+    }
+
+    /// Whether `[off, off + len)` lies in the region.
+    pub(crate) fn contains(&self, off: u64, len: u64) -> bool {
+        off.checked_add(len).is_some_and(|end| end <= self.len)
+    }
 }
 
 /// Validates the arguments of a registration request.
@@ -102,7 +158,7 @@ impl Mr {
         control.take_share(uid)?;
         let mut held = false;
         match Self::register_pages(&control, uid, uaddr, ulen, access, &mut held) {
-            Ok((key, region)) => {
+            Ok((key, region, shared)) => {
                 control.mr_in_use.add(1, Relaxed);
                 control.pinned_pages.add(region.npages, Relaxed);
                 Ok(Self {
@@ -110,6 +166,7 @@ impl Mr {
                     nic,
                     control,
                     region: Some(region),
+                    shared,
                 })
             }
             Err(e) => {
@@ -131,7 +188,7 @@ impl Mr {
         ulen: usize,
         access: u32,
         held: &mut bool,
-    ) -> Result<(u64, Region)> {
+    ) -> Result<(u64, Region, Arc<MrShared>)> {
         let (pin, dir) = match access {
             uapi::ACCESS_LOCAL_READ => (Access::Read, DataDirection::ToDevice),
             uapi::ACCESS_LOCAL_WRITE => (Access::Write, DataDirection::FromDevice),
@@ -147,6 +204,11 @@ impl Mr {
         // Pin before taking the command mutex: it sleeps and may fault.
         let pages = PinnedPages::pin(uaddr, ulen, pin)?;
         let offset = pages.offset();
+        // Everything that can fail for lack of memory happens before the NIC
+        // knows the region, so that no failure has to undo a registration.
+        let refs = pages.page_refs()?;
+        let shared = UniqueArc::<MrShared>::new_uninit(GFP_KERNEL)?;
+        let len = u64::try_from(ulen)?;
         control.with_bound(|dev, cmds| {
             let mapped = MappedPages::new(dev, pages, dir)?;
             let skip = offset / SZ_4K;
@@ -163,7 +225,7 @@ impl Mr {
                 access: hw_access,
                 npages: u32::try_from(npages)?,
                 first_off: u32::try_from(first_off)?,
-                length: u64::try_from(ulen)?,
+                length: len,
                 page_list: list.dma_address(),
                 ..Default::default()
             };
@@ -188,7 +250,17 @@ impl Mr {
                 }
             };
             match done.status {
-                status::ST_OK => Ok((done.result, region)),
+                status::ST_OK => {
+                    let shared = shared.write(MrShared {
+                        key: done.result,
+                        access,
+                        len,
+                        pages: refs,
+                        users: Atomic::new(0),
+                        valid: Atomic::new(true),
+                    });
+                    Ok((done.result, region, shared.into()))
+                }
                 status::ST_NO_SPACE => Err(ENOSPC),
                 st => {
                     pr_err!(
@@ -239,10 +311,18 @@ impl Mr {
         self.release()
     }
 
+    /// Whether posted work requests still use the region (`MR_DEREG` is
+    /// `EBUSY` then).
+    pub(crate) fn in_use(&self) -> bool {
+        self.shared.users.load(Relaxed) != 0
+    }
+
     fn release(&mut self) -> Result {
         let Some(region) = self.region.take() else {
             return Ok(());
         };
+        // Sends still in flight stop using the key before the NIC forgets it.
+        self.shared.valid.store(false, Relaxed);
         match self.invalidate() {
             Ok(()) => {
                 self.control.free_region(region);

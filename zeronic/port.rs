@@ -15,14 +15,17 @@ use kernel::{
     },
     net::{
         dev::{
+            Features,
             NetDevice,
             NetDeviceOps,
             NetdevTx,
-            RtnlLinkStats64, //
+            RtnlLinkStats64,
+            XmitSkb, //
         },
         napi::Napi,
         skbuff::SkBuff,
     },
+    page::Page,
     pci,
     prelude::*,
     sync::{
@@ -33,6 +36,7 @@ use kernel::{
 };
 
 use crate::{
+    flow_tx::SEND_OPS,
     control::{
         Control,
         Held, //
@@ -72,11 +76,12 @@ impl Port {
         pdev: &pci::Device<Bound>,
         regs: Arc<NicRegs>,
         control: Arc<Control>,
+        zero: Page,
     ) -> impl PinInit<Self, Error> {
         let pdev: &pci::Device = pdev;
         let pdev: ARef<pci::Device> = pdev.into();
         try_pin_init!(Self {
-            napi <- Napi::new(Queues::new(index, regs.clone())),
+            napi <- Napi::new(Queues::new(index, regs.clone(), control.clone(), zero)),
             index,
             pdev,
             regs,
@@ -132,6 +137,7 @@ impl Port {
             .and_then(|()| tx.txcq.enable(&self.regs))
             .and_then(|()| rx.rxq.enable(&self.regs))
             .and_then(|()| rx.rxcq.enable(&self.regs))
+            .and_then(|()| rx.hdrq.enable(&self.regs))
             .and_then(|()| rx.fill(&self.regs.get()?));
         if let Err(e) = enabled {
             dev_err!(
@@ -202,6 +208,7 @@ impl Port {
             tx.txcq.disable(&self.regs),
             rx.rxq.disable(&self.regs),
             rx.rxcq.disable(&self.regs),
+            rx.hdrq.disable(&self.regs),
         ];
         if let Ok(r) = self.regs.get() {
             let _ = r.w32(self.block() + regs::PORT_CTRL, 0);
@@ -251,8 +258,27 @@ impl NetDeviceOps for Port {
         Ok(())
     }
 
-    fn start_xmit(dev: &NetDevice, this: Pin<&Self>, skb: SkBuff) -> NetdevTx {
+    fn start_xmit<'x>(dev: &NetDevice, this: Pin<&Self>, skb: XmitSkb<'x>) -> NetdevTx<'x> {
         this.napi.data().xmit(dev, skb)
+    }
+
+    /// Only ZeroNIC sends whose region is registered go out as scatter-gather
+    /// merge sends (TSO by the NIC); every other skb is segmented and
+    /// linearized by the stack and copied (`queues.rs`).
+    fn features_check(
+        _dev: &NetDevice,
+        _this: Pin<&Self>,
+        skb: &SkBuff,
+        features: Features,
+    ) -> Features {
+        let merge = SEND_OPS
+            .lookup(skb)
+            .is_some_and(|wr| wr.mr.valid.load(Relaxed));
+        if merge {
+            features
+        } else {
+            Features::from_bits(features.bits() & !(Features::SG | Features::GSO_MASK).bits())
+        }
     }
 
     fn get_stats64(_dev: &NetDevice, this: Pin<&Self>, stats: &mut RtnlLinkStats64<'_>) {

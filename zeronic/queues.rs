@@ -30,10 +30,10 @@ use kernel::{
     net::{
         dev::{
             NetDevice,
-            NetdevTx, //
+            NetdevTx,
+            XmitSkb, //
         },
         napi::{
-            Napi,
             NapiContext,
             NapiPoller, //
         },
@@ -44,6 +44,7 @@ use kernel::{
         },
     },
     new_spinlock_bh,
+    page::Page,
     prelude::*,
     sync::{
         atomic::{
@@ -60,15 +61,23 @@ use kernel::{
 };
 
 use crate::{
+    control::Control,
+    flow_tx::{
+        SendWr,
+        SEND_OPS, //
+    },
     hw::{
         desc::{
             RxBufDesc,
             RxCompletion,
+            HDRQ_ENTRY_SIZE,
             TxCompletion,
             TxDesc,
             RXF_CSUM_OK,
             RXF_TCP,
             TXF_CSUM_PARTIAL,
+            TXF_TSO,
+            TX_OP_MERGE,
             TX_OP_PLAIN, //
         },
         regs, status,
@@ -86,6 +95,9 @@ const ETH_HLEN: u32 = regs::ETH_HLEN;
 /// An 802.1Q tag: a VLAN device on a port sends and receives frames of MTU +
 /// 18 bytes (the NIC carries them, hardware spec §9).
 const VLAN_HLEN: u32 = regs::VLAN_HLEN;
+
+/// Entries of a port's header queue (256 B each).
+const HDRQ_ENTRIES: u32 = 512;
 
 /// Bytes of buffers per ring the ring size aims at: big MTUs get fewer slots.
 const RING_BYTES: u32 = 4 << 20;
@@ -161,6 +173,10 @@ pub(crate) struct TxRing {
     bufs: KVec<Coherent<[u8]>>,
     /// Frame length per slot, for the byte counters at completion.
     lens: KVec<u32>,
+    /// The skb of a merge send per slot, held until the NIC completed the
+    /// descriptor (it reads the payload until then; freeing the skb may
+    /// complete the send and give the buffer back to the application).
+    skbs: KVec<Option<SkBuff>>,
     buf_len: u32,
     /// Descriptors posted (free-running, = `Q_PROD` of the TX queue).
     prod: u32,
@@ -175,11 +191,16 @@ impl TxRing {
         let mut lens = KVec::new();
         // CAST: u32 -> usize is lossless on every architecture Linux supports.
         lens.resize(slots as usize, 0, GFP_KERNEL)?;
+        let mut skbs = KVec::with_capacity(slots as usize, GFP_KERNEL)?;
+        for _ in 0..slots {
+            skbs.push(None, GFP_KERNEL)?;
+        }
         Ok(Self {
             txq: Ring::new(dev, slots, block + regs::PORT_TXQ)?,
             txcq: Ring::new(dev, slots, block + regs::PORT_TXCQ)?,
             bufs: alloc_buffers(dev, slots, buf_len)?,
             lens,
+            skbs,
             buf_len,
             prod: 0,
             done: 0,
@@ -227,12 +248,73 @@ impl TxRing {
         self.prod = index.wrapping_add(1);
         r.w32(self.txq.reg(regs::Q_PROD), self.prod)
     }
+
+    /// Posts a merge send: the skb's header, copied into the slot, and its
+    /// payload read by the NIC from region `mr_key` at `mr_offset` (TSO with
+    /// the skb's `gso_size`). Returns the payload length. The caller rings
+    /// `DB_TX` and hands the skb to [`TxRing::hold`].
+    fn post_merge(
+        &mut self,
+        r: &Regs<'_>,
+        skb: &SkBuff,
+        mr_key: u64,
+        mr_offset: u64,
+        hdr_len: u32,
+    ) -> Result<u32> {
+        let pay_len = skb.len().checked_sub(hdr_len).ok_or(EINVAL)?;
+        let data = skb.data();
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        if data.len() != hdr_len as usize || hdr_len > self.buf_len {
+            // The payload must be wholly in the fragments, the header wholly
+            // linear (TCP builds them so).
+            return Err(EINVAL);
+        }
+        let index = self.prod;
+        let buf = buffer(&self.bufs, index)?;
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        io_project!(buf, [try: 0..hdr_len as usize]).copy_from_slice(data);
+        let mut desc = TxDesc {
+            opcode: TX_OP_MERGE,
+            buf_len: hdr_len,
+            buf_addr: buf.dma_address(),
+            mr_key,
+            mr_offset,
+            pay_len,
+            cookie: u64::from(index),
+            ..Default::default()
+        };
+        if skb.is_gso() && skb.gso_size() != 0 {
+            desc.flags = TXF_TSO;
+            desc.mss = skb.gso_size();
+        }
+        self.txq.write(index, desc.encode())?;
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        if let Some(l) = self.lens.get_mut(index as usize & (self.bufs.len() - 1)) {
+            *l = skb.len();
+        }
+        self.prod = index.wrapping_add(1);
+        r.w32(self.txq.reg(regs::Q_PROD), self.prod)?;
+        Ok(pay_len)
+    }
+
+    /// Keeps `skb` with the descriptor just posted until it completes.
+    fn hold(&mut self, skb: SkBuff) {
+        // CAST: u32 -> usize is lossless; `bufs.len()` is a power of two.
+        let slot = self.prod.wrapping_sub(1) as usize & (self.bufs.len() - 1);
+        if let Some(s) = self.skbs.get_mut(slot) {
+            *s = Some(skb);
+        }
+    }
 }
 
 /// The RX buffer queue and RX completion queue of a port.
 pub(crate) struct RxRing {
     pub(crate) rxq: Ring<16>,
     pub(crate) rxcq: Ring<32>,
+    /// The header queue of attached flows (`hdrq.rs`).
+    pub(crate) hdrq: Ring<HDRQ_ENTRY_SIZE>,
+    /// Header entries consumed (free-running, = `Q_CONS` of the header queue).
+    hdr_cons: u32,
     bufs: KVec<Coherent<[u8]>>,
     buf_len: u32,
     /// Buffers posted (free-running, = `Q_PROD` of the RX buffer queue).
@@ -248,6 +330,8 @@ impl RxRing {
         Ok(Self {
             rxq: Ring::new(dev, slots, block + regs::PORT_RXQ)?,
             rxcq: Ring::new(dev, slots, block + regs::PORT_RXCQ)?,
+            hdrq: Ring::new(dev, HDRQ_ENTRIES, block + regs::PORT_HDRQ)?,
+            hdr_cons: 0,
             bufs: alloc_buffers(dev, slots, buf_len)?,
             buf_len,
             posted: 0,
@@ -283,6 +367,10 @@ impl RxRing {
 pub(crate) struct Queues {
     port: u32,
     regs: Arc<NicRegs>,
+    /// The NIC's control plane, for its flows (header queue).
+    control: Arc<Control>,
+    /// A zeroed page: the payload of duplicates TCP drops unread.
+    zero: Page,
     #[pin]
     pub(crate) tx: SpinLockBh<Option<TxRing>>,
     #[pin]
@@ -291,10 +379,17 @@ pub(crate) struct Queues {
 }
 
 impl Queues {
-    pub(crate) fn new(port: u32, regs: Arc<NicRegs>) -> impl PinInit<Self> {
+    pub(crate) fn new(
+        port: u32,
+        regs: Arc<NicRegs>,
+        control: Arc<Control>,
+        zero: Page,
+    ) -> impl PinInit<Self> {
         pin_init!(Self {
             port,
             regs,
+            control,
+            zero,
             tx <- new_spinlock_bh!(None, "zeronic::tx"),
             rx <- new_spinlock_bh!(None, "zeronic::rx"),
             stats: Stats::new(),
@@ -310,7 +405,7 @@ impl Queues {
     }
 
     /// `ndo_start_xmit`: copies the frame to the next TX slot.
-    pub(crate) fn xmit(&self, dev: &NetDevice, skb: SkBuff) -> NetdevTx {
+    pub(crate) fn xmit<'x>(&self, dev: &NetDevice, skb: XmitSkb<'x>) -> NetdevTx<'x> {
         let mut guard = self.tx.lock();
         let (Some(tx), Ok(r)) = (&mut *guard, self.regs.get()) else {
             // Stopping, or the device is gone: drop, as a disconnected link does.
@@ -321,6 +416,32 @@ impl Queues {
             // The queue should have been stopped; ask the stack to retry.
             dev.stop_queue();
             return NetdevTx::Busy(skb);
+        }
+        if let Some(wr) = SEND_OPS.lookup(&skb) {
+            // A ZeroNIC send whose region is still registered: the NIC reads
+            // the payload by key (`flow_tx.rs`). Otherwise (region released
+            // meanwhile) `features_check` had the stack linearize it, and it
+            // is copied like any frame below.
+            if wr.mr.valid.load(Relaxed) {
+                match merge_params(&skb, wr) {
+                    Some((hdr_len, mr_offset, pay)) => {
+                        match tx.post_merge(&r, &skb, wr.mr.key, mr_offset, hdr_len) {
+                            Ok(_) => {
+                                wr.count(true, u64::from(pay));
+                                let _ = r.doorbell(regs::DB_TX);
+                                tx.hold(skb.into_skb());
+                            }
+                            Err(_) => bump(&self.stats.tx_dropped, 1),
+                        }
+                    }
+                    None => bump(&self.stats.tx_dropped, 1),
+                }
+                if tx.free() == 0 {
+                    dev.stop_queue();
+                }
+                return NetdevTx::Ok;
+            }
+            wr.count(false, u64::from(skb.len()));
         }
         if tx.post(&r, &skb).is_err() || r.doorbell(regs::DB_TX).is_err() {
             bump(&self.stats.tx_dropped, 1);
@@ -342,10 +463,17 @@ impl Queues {
         let prod = tx.txcq.prod(r)?;
         dma_mb(Read);
         let start = tx.done;
+        // Merge sends' skbs completed in this pass, freed after the lock.
+        let mut sent: KVec<SkBuff> = KVec::new();
         while tx.done != prod && tx.prod.wrapping_sub(tx.done) > 0 {
             let c = TxCompletion::decode(&tx.txcq.read(tx.done)?);
             // CAST: u32 -> usize is lossless on every architecture Linux supports.
             let slot = tx.done as usize & (tx.bufs.len() - 1);
+            if let Some(skb) = tx.skbs.get_mut(slot).and_then(Option::take) {
+                // Without room the skb is freed here, under the lock: slower,
+                // still correct.
+                let _ = sent.push(skb, GFP_ATOMIC);
+            }
             if c.status == status::ST_OK {
                 bump(&self.stats.tx_packets, 1);
                 bump(
@@ -362,6 +490,11 @@ impl Queues {
             if dev.queue_stopped() && tx.free() >= tx.txq.entries() / 4 {
                 dev.wake_queue();
             }
+        }
+        drop(guard);
+        // The NIC no longer reads their payload: the sends may complete.
+        for skb in sent {
+            skb.consume();
         }
         Ok(())
     }
@@ -392,6 +525,49 @@ impl Queues {
         Ok(done)
     }
 
+    /// Delivers up to `budget` header-queue entries (`hdrq.rs`); returns how
+    /// many it used.
+    fn receive_headers(
+        &self,
+        ctx: &mut NapiContext<'_>,
+        budget: i32,
+        r: &Regs<'_>,
+    ) -> Result<i32> {
+        let mut guard = self.rx.lock();
+        let Some(rx) = &mut *guard else {
+            return Ok(0);
+        };
+        let prod = rx.hdrq.prod(r)?;
+        dma_mb(Read);
+        let mut done = 0;
+        // Never more than the ring holds: the index is the device's word.
+        while done < budget && rx.hdr_cons != prod && prod.wrapping_sub(rx.hdr_cons) <= rx.hdrq.entries() {
+            let raw = rx.hdrq.read(rx.hdr_cons)?;
+            let flow_index = u32::from_le_bytes([raw[4], raw[5], raw[6], raw[7]]);
+            let res = match self.control.flow(flow_index) {
+                Some(flow) => crate::hdrq::deliver(ctx, &flow, &raw, &self.zero),
+                None => Err(ENOENT),
+            };
+            match res {
+                Ok((packets, bytes)) => {
+                    bump(&self.stats.rx_packets, packets);
+                    bump(&self.stats.rx_bytes, bytes);
+                }
+                Err(e) => {
+                    kernel::pr_warn_once!("port {}: header entry dropped: {:?}\n", self.port, e);
+                    bump(&self.stats.rx_errors, 1)
+                }
+            }
+            rx.hdr_cons = rx.hdr_cons.wrapping_add(1);
+            done += 1;
+        }
+        if done > 0 {
+            r.w32(rx.hdrq.reg(regs::Q_CONS), rx.hdr_cons)?;
+            r.doorbell(regs::DB_REARM)?;
+        }
+        Ok(done)
+    }
+
     /// Copies one received frame into an skb and hands it to GRO.
     fn deliver(&self, ctx: &mut NapiContext<'_>, rx: &RxRing, c: &RxCompletion) {
         if c.status != status::ST_OK || c.len < ETH_HLEN || c.len > rx.buf_len {
@@ -406,10 +582,12 @@ impl Queues {
             bump(&self.stats.rx_dropped, 1);
             return;
         };
-        if c.flags & (RXF_TCP | RXF_CSUM_OK) == RXF_TCP | RXF_CSUM_OK {
-            skb.set_rx_checksum(RxChecksum::Unnecessary);
-        }
-        if skb.eth_type_trans(ctx.dev()).is_err() {
+        let csum = if c.flags & (RXF_TCP | RXF_CSUM_OK) == RXF_TCP | RXF_CSUM_OK {
+            RxChecksum::Unnecessary
+        } else {
+            RxChecksum::None
+        };
+        if skb.set_rx_checksum(csum).is_err() || skb.eth_type_trans(ctx.dev()).is_err() {
             bump(&self.stats.rx_errors, 1);
             return;
         }
@@ -417,6 +595,29 @@ impl Queues {
         bump(&self.stats.rx_bytes, u64::from(c.len));
         ctx.gro_receive(skb);
     }
+}
+
+/// For a merge send's skb: the header length, the region offset of its
+/// payload and the payload length, from its Ethernet/IPv4/TCP header; `None`
+/// if the skb is not a well-formed TCP/IPv4 frame of that send.
+fn merge_params(skb: &SkBuff, wr: &SendWr) -> Option<(u32, u64, u32)> {
+    let h = skb.data();
+    let ihl = usize::from(*h.get(14)? & 0xf) * 4;
+    let tcp = 14 + ihl;
+    let doff = usize::from(*h.get(tcp + 12)? >> 4) * 4;
+    let hdr_len = u32::try_from(tcp + doff).ok()?;
+    if ihl < 20 || doff < 20 || u16::from_be_bytes([*h.get(12)?, *h.get(13)?]) != 0x0800 {
+        return None;
+    }
+    let seq = u32::from_be_bytes([
+        *h.get(tcp + 4)?,
+        *h.get(tcp + 5)?,
+        *h.get(tcp + 6)?,
+        *h.get(tcp + 7)?,
+    ]);
+    let pay = skb.len().checked_sub(hdr_len)?;
+    let mr_offset = wr.mr_offset_of(seq, pay)?;
+    Some((hdr_len, mr_offset, pay))
 }
 
 /// Allocates an skb and copies `len` bytes of `buf` into it.
@@ -429,8 +630,7 @@ fn copy_frame(ctx: &mut NapiContext<'_>, buf: &Coherent<[u8]>, len: u32) -> Resu
 }
 
 impl NapiPoller for Queues {
-    fn poll(napi: &Napi<Self>, ctx: &mut NapiContext<'_>, budget: i32) -> i32 {
-        let q = napi.data();
+    fn poll(q: &Self, ctx: &mut NapiContext<'_>, budget: i32) -> i32 {
         let Ok(r) = q.regs.get() else {
             // The device is gone: nothing will ever arrive again.
             ctx.complete_done(0);
@@ -439,11 +639,14 @@ impl NapiPoller for Queues {
         if let Err(e) = q.reap_tx(ctx.dev(), &r) {
             kernel::pr_warn_once!("port {}: TX completion failed: {:?}\n", q.port, e);
         }
-        let done = if budget > 0 {
+        let mut done = if budget > 0 {
             q.receive(ctx, budget, &r).unwrap_or(0)
         } else {
             0
         };
+        if done < budget {
+            done += q.receive_headers(ctx, budget - done, &r).unwrap_or(0);
+        }
         if done < budget && ctx.complete_done(done) {
             // Entries that arrived while masked raise the interrupt now.
             let _ = q.mask_vectors(&r, false);

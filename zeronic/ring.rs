@@ -109,29 +109,22 @@ impl<const E: usize> Ring<E> {
     /// (`Q_STATUS_ERROR`, reason in `Q_ERROR`), `ETIMEDOUT` if it does not
     /// answer.
     pub(crate) fn enable(&self, nic: &NicRegs) -> Result {
-        {
-            let r = nic.get()?;
-            r.w32(self.reg(regs::Q_CTRL), 0)?;
-            r.w64(self.reg(regs::Q_BASE), self.mem.dma_address())?;
-            r.w32(self.reg(regs::Q_SIZE), self.entries)?;
-            r.w32(self.reg(regs::Q_PROD), 0)?;
-            r.w32(self.reg(regs::Q_CONS), 0)?;
-            r.w32(self.reg(regs::Q_CTRL), regs::Q_CTRL_ENABLE)?;
-            r.doorbell(regs::DB_CMD)?;
-        }
-        poll_until(nic, QUEUE_TIMEOUT_MS, |r| {
-            let st = r.r32(self.reg(regs::Q_STATUS))?;
-            if st & regs::Q_STATUS_ERROR != 0 {
-                let err = r.r32(self.reg(regs::Q_ERROR))?;
-                pr_err!(
-                    "queue at {:#x} refused by the NIC (status {})\n",
-                    self.block,
-                    err
-                );
-                return Err(EIO);
-            }
-            Ok(st & regs::Q_STATUS_ENABLED != 0)
-        })
+        self.start_enable(&nic.get()?)?;
+        wait_enabled(nic, self.block)
+    }
+
+    /// Programs the queue and sets its enable bit, without waiting for the
+    /// NIC to accept it (see [`wait_enabled`]): for a ring that lives under
+    /// a spinlock.
+    pub(crate) fn start_enable(&self, r: &Regs<'_>) -> Result<usize> {
+        r.w32(self.reg(regs::Q_CTRL), 0)?;
+        r.w64(self.reg(regs::Q_BASE), self.mem.dma_address())?;
+        r.w32(self.reg(regs::Q_SIZE), self.entries)?;
+        r.w32(self.reg(regs::Q_PROD), 0)?;
+        r.w32(self.reg(regs::Q_CONS), 0)?;
+        r.w32(self.reg(regs::Q_CTRL), regs::Q_CTRL_ENABLE)?;
+        r.doorbell(regs::DB_CMD)?;
+        Ok(self.block)
     }
 
     /// Disables the queue and waits until the NIC has let go of the ring
@@ -146,6 +139,25 @@ impl<const E: usize> Ring<E> {
             Ok(r.r32(self.reg(regs::Q_STATUS))? == 0)
         })
     }
+}
+
+/// Waits until the NIC accepted the queue whose register block is at `block`
+/// (after [`Ring::start_enable`]). Process context (sleeps). `EIO` if the NIC
+/// refuses the configuration, `ETIMEDOUT` if it does not answer.
+pub(crate) fn wait_enabled(nic: &NicRegs, block: usize) -> Result {
+    poll_until(nic, QUEUE_TIMEOUT_MS, |r| {
+        let st = r.r32(block + regs::Q_STATUS)?;
+        if st & regs::Q_STATUS_ERROR != 0 {
+            let err = r.r32(block + regs::Q_ERROR)?;
+            pr_err!(
+                "queue at {:#x} refused by the NIC (status {})\n",
+                block,
+                err
+            );
+            return Err(EIO);
+        }
+        Ok(st & regs::Q_STATUS_ENABLED != 0)
+    })
 }
 
 /// Sleeps in steps until `done` returns `true`, at most `timeout_ms`.

@@ -13,9 +13,16 @@
 
 use kernel::prelude::*;
 
+mod attach;
 mod cdev;
+mod cdev_zc;
+mod cmdq;
 mod control;
+mod cq;
 mod driver;
+mod flow;
+mod flow_tx;
+mod hdrq;
 mod hw;
 mod irq;
 mod mr;
@@ -48,9 +55,11 @@ module! {
 
 /// Module state: everything that lives from load to unload.
 ///
-/// The PCI driver is registered after `/dev/zeronic` and, fields dropping in
-/// declaration order, unregistered first: NICs unbind before the control
-/// device goes away.
+/// The PCI driver is registered after `/dev/zeronic` and the `zeronic` TCP
+/// ULP and, fields dropping in declaration order, unregistered first: NICs
+/// unbind before the control device goes away. The module cannot unload
+/// while a file of `/dev/zeronic` is open, a socket has the ULP, or a
+/// zero-copy send is in TCP (each holds a module reference).
 #[pin_data(PinnedDrop)]
 struct ZeroNic {
     /// The PCI driver; unbinds every NIC when dropped.
@@ -59,12 +68,15 @@ struct ZeroNic {
     /// `/dev/zeronic`; deregistered when the module unloads.
     #[pin]
     control: kernel::miscdevice::MiscDeviceRegistration<cdev::ControlFile>,
+    /// The `zeronic` TCP ULP (flows, `attach.rs`).
+    ulp: kernel::net::tcp::ulp::Registration<attach::ZnUlp>,
 }
 
 impl kernel::InPlaceModule for ZeroNic {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         control::init_registry();
         try_pin_init!(Self {
+            ulp: kernel::net::tcp::ulp::Registration::register(&attach::ULP_OPS)?,
             control <- cdev::register(),
             pci <- kernel::driver::Registration::new(c"zeronic", module),
             _: {
@@ -82,6 +94,9 @@ impl kernel::InPlaceModule for ZeroNic {
 #[pinned_drop]
 impl PinnedDrop for ZeroNic {
     fn drop(self: Pin<&mut Self>) {
+        // No flow is left (each held the module), so no flow work item can be
+        // queued any more; one may still be returning into this module.
+        kernel::workqueue::system().flush();
         pr_info!("unloaded\n");
     }
 }

@@ -24,7 +24,7 @@
 #include <linux/types.h>
 
 /* ABI version implemented by the driver; shown in /proc/<pid>/fdinfo. */
-#define ZERONIC_UAPI_VERSION 2
+#define ZERONIC_UAPI_VERSION 3
 
 /* Path of the control device. Mode 0666: limits are per user, not per file. */
 #define ZERONIC_DEVICE_PATH "/dev/zeronic"
@@ -100,6 +100,143 @@ struct zeronic_mr_dereg {
 #define ZERONIC_IOC_MR_DEREG	_IOW(ZERONIC_IOCTL_TYPE, 0x04, struct zeronic_mr_dereg)
 
 /*
+ * Zero-copy transfers (version 3): completion queues, flows, work requests.
+ *
+ * A completion queue (CQ) is a ring of struct zeronic_cqe the application
+ * maps (mmap of this file at the CQ's mmap_offset): one page holding
+ * struct zeronic_cq_ring, then the entries. The kernel produces entries at
+ * `tail`, the application consumes them and advances `head`. Every work
+ * request reserves its completion when it is posted, so a CQ never
+ * overflows: a post that finds no free entry fails with EAGAIN.
+ */
+#define ZERONIC_CQ_MIN_ENTRIES	8
+#define ZERONIC_CQ_MAX_ENTRIES	65536
+
+struct zeronic_cq_create {
+	__u32 entries;		/* in: a power of two, MIN .. MAX_ENTRIES */
+	__s32 eventfd;		/* in: eventfd signalled while the CQ is armed, or -1 */
+	__u32 cq;		/* out: CQ id, unique within the file */
+	__u32 reserved;		/* in: zero */
+	__u64 mmap_offset;	/* out: offset argument of mmap() */
+	__u64 mmap_size;	/* out: length argument of mmap() */
+};
+
+struct zeronic_cq_destroy {
+	__u32 cq;		/* in */
+	__u32 reserved;		/* in: zero */
+};
+
+/* The first page of a CQ mapping. */
+struct zeronic_cq_ring {
+	__u32 head;		/* app: entries consumed (free-running) */
+	__u32 tail;		/* kernel: entries produced (free-running) */
+	__u32 mask;		/* kernel: entries - 1 */
+	__u32 flags;		/* ZERONIC_CQ_ARMED: set by the app, cleared by the kernel when it signals */
+	__u32 entries_offset;	/* kernel: byte offset of entry 0 in the mapping */
+	__u32 reserved[11];
+};
+
+#define ZERONIC_CQ_ARMED	(1U << 0)
+
+struct zeronic_cqe {
+	__u64 wr_id;		/* the work request's wr_id; 0 for flow events */
+	__u64 stream_off;	/* RECV, STREAM_DATA: stream offset of the first byte; FLOW: end of the stream received */
+	__u32 len;		/* bytes: RECV filled, STREAM_DATA newly in the ring, SEND sent */
+	__u32 flow;		/* flow id */
+	__u16 opcode;		/* ZERONIC_CQE_* */
+	__u16 status;		/* 0, or an errno value */
+	__u32 flags;		/* ZERONIC_CQE_F_* */
+};
+
+#define ZERONIC_CQE_SEND	1	/* a send: all bytes ACKed (status 0) or not (status set) */
+#define ZERONIC_CQE_RECV	2	/* a message-mode receive segment */
+#define ZERONIC_CQE_STREAM_DATA	3	/* stream mode: new bytes in the receive ring */
+#define ZERONIC_CQE_FLOW	4	/* a flow event: EOF, reset, detached (see flags) */
+
+#define ZERONIC_CQE_F_EOF	(1U << 0) /* the peer's FIN: no byte follows stream_off + len */
+#define ZERONIC_CQE_F_COPIED	(1U << 1) /* some bytes were copied by the CPU, not placed by the NIC */
+#define ZERONIC_CQE_F_DETACHED	(1U << 2) /* the flow is detached; last entry of the flow */
+
+/* ZERONIC_IOC_FLOW_ATTACH: move an established TCP socket onto the NIC. */
+#define ZERONIC_RX_MESSAGE	1 /* receive into posted segments, each completed when full */
+#define ZERONIC_RX_STREAM	2 /* receive into a ring the application consumes */
+
+struct zeronic_flow_attach {
+	__s32 sockfd;		/* in: an established IPv4 TCP socket routed out of a ZeroNIC port */
+	__u32 cq;		/* in: CQ of this file for the flow's completions */
+	__u32 rx_mode;		/* in: ZERONIC_RX_* */
+	__u32 reserved0;	/* in: zero */
+	__u64 ring_key;		/* in: RX_STREAM: region of the ring (LOCAL_WRITE) on the flow's NIC */
+	__u64 ring_offset;	/* in: RX_STREAM: ring start in the region */
+	__u64 ring_size;	/* in: RX_STREAM: ring bytes, a power of two >= 4096 */
+	__u32 flow;		/* out: flow id, unique within the file */
+	__u32 nic;		/* out: NIC index the flow runs on */
+	__u32 port;		/* out: port of that NIC */
+	__u32 reserved1;	/* in: zero */
+};
+
+struct zeronic_flow_detach {
+	__u32 flow;		/* in */
+	__u32 reserved;		/* in: zero */
+};
+
+/* ZERONIC_IOC_POST: post work requests to a flow. */
+#define ZERONIC_WR_SEND		1 /* send len bytes of the region at offset */
+#define ZERONIC_WR_RECV		2 /* message mode: a receive segment of len bytes */
+
+struct zeronic_wr {
+	__u64 wr_id;		/* returned in the completion */
+	__u64 key;		/* region on the flow's NIC, registered through this file */
+	__u64 offset;		/* in the region */
+	__u32 len;		/* bytes, nonzero */
+	__u16 opcode;		/* ZERONIC_WR_* */
+	__u16 flags;		/* zero */
+};
+
+struct zeronic_post {
+	__u32 flow;		/* in */
+	__u32 count;		/* in: work requests at wrs, 1 .. 256 */
+	__u64 wrs;		/* in: user pointer to count struct zeronic_wr */
+	__u32 posted;		/* out: requests accepted, in order; the first refused one's errno is returned */
+	__u32 reserved;		/* in: zero */
+};
+
+/* ZERONIC_IOC_STREAM_CONSUME: stream mode: ring bytes below stream_off are consumed. */
+struct zeronic_stream_consume {
+	__u32 flow;		/* in */
+	__u32 reserved;		/* in: zero */
+	__u64 stream_off;	/* in: consumed up to here (never beyond what a STREAM_DATA entry reported) */
+};
+
+/* ZERONIC_IOC_FLOW_QUERY: state and counters of a flow. */
+#define ZERONIC_FLOW_ATTACHED	1
+#define ZERONIC_FLOW_EOF	2 /* the peer's FIN was received */
+#define ZERONIC_FLOW_RESET	3 /* the connection died (reset, timeout) */
+#define ZERONIC_FLOW_DETACHED	4
+
+struct zeronic_flow_query {
+	__u32 flow;		/* in */
+	__u32 state;		/* out: ZERONIC_FLOW_* */
+	__u64 rx_placed_bytes;	/* out: received bytes the NIC placed */
+	__u64 rx_copied_bytes;	/* out: received bytes the CPU copied (fallback, queued before attach) */
+	__u64 tx_merged_bytes;	/* out: sent bytes the NIC read from the region (retransmissions included) */
+	__u64 tx_copied_bytes;	/* out: sent bytes the CPU copied */
+	__u64 rx_stream_off;	/* out: bytes delivered in order so far */
+	__u64 tx_stream_off;	/* out: bytes ACKed so far */
+	__u32 rx_posted;	/* out: receive segments posted and not completed */
+	__u32 tx_posted;	/* out: sends posted and not completed */
+	__u64 reserved[2];	/* out: zero */
+};
+
+#define ZERONIC_IOC_CQ_CREATE	_IOWR(ZERONIC_IOCTL_TYPE, 0x10, struct zeronic_cq_create)
+#define ZERONIC_IOC_CQ_DESTROY	_IOW(ZERONIC_IOCTL_TYPE, 0x11, struct zeronic_cq_destroy)
+#define ZERONIC_IOC_FLOW_ATTACH	_IOWR(ZERONIC_IOCTL_TYPE, 0x12, struct zeronic_flow_attach)
+#define ZERONIC_IOC_FLOW_DETACH	_IOW(ZERONIC_IOCTL_TYPE, 0x13, struct zeronic_flow_detach)
+#define ZERONIC_IOC_POST	_IOWR(ZERONIC_IOCTL_TYPE, 0x14, struct zeronic_post)
+#define ZERONIC_IOC_STREAM_CONSUME _IOW(ZERONIC_IOCTL_TYPE, 0x15, struct zeronic_stream_consume)
+#define ZERONIC_IOC_FLOW_QUERY	_IOWR(ZERONIC_IOCTL_TYPE, 0x16, struct zeronic_flow_query)
+
+/*
  * Errors (errno), common to all calls:
  *   ENOTTY  unknown ioctl number (including the retired 0x01 and 0x02)
  *   EFAULT  the argument pointer is not readable/writable
@@ -127,6 +264,47 @@ struct zeronic_mr_dereg {
  *           charged until the NIC is reset (query.held_pages)
  *   (MR_DEREG needs no NIC: after an unbind it still releases the region
  *   and returns 0.)
+ *   EBUSY   work requests posted on a flow still use the region (version 3)
+ * ZERONIC_IOC_CQ_CREATE:
+ *   EINVAL  entries not a power of two in MIN .. MAX_ENTRIES; reserved
+ *   EBADF   eventfd is not an open descriptor (and not -1)
+ *   ENOMEM  out of memory
+ * ZERONIC_IOC_CQ_DESTROY:
+ *   ENOENT  no such CQ on this file
+ *   EBUSY   a flow still reports to it
+ * ZERONIC_IOC_FLOW_ATTACH:
+ *   EBADF   sockfd is not an open descriptor
+ *   ENOTSOCK sockfd is not a socket
+ *   EPROTONOSUPPORT not a TCP socket
+ *   EAFNOSUPPORT not an IPv4 socket
+ *   ENOTCONN the socket is not established (listening, connecting, closed)
+ *   EEXIST  the socket is attached already (through any file), or has
+ *           another upper-layer protocol (kTLS, sockmap)
+ *   ENODEV  the socket's route does not go out of a ZeroNIC port
+ *   ENOENT  no such CQ; RX_STREAM: no region with ring_key on the NIC
+ *   EACCES  RX_STREAM: the region lacks ZERONIC_ACCESS_LOCAL_WRITE
+ *   EINVAL  rx_mode, ring geometry (size, bounds), reserved fields
+ *   EAGAIN  the CQ has no free entry for the flow's final event
+ *   ENOSPC  the NIC's Flow Table is full
+ *   EIO     the NIC did not complete the command
+ * ZERONIC_IOC_FLOW_DETACH, FLOW_QUERY, STREAM_CONSUME:
+ *   ENOENT  no such flow on this file (detached flows are gone)
+ * ZERONIC_IOC_POST (posted says how many were accepted; the errno is the
+ * first refused request's):
+ *   ENOENT  no such flow, or no region with the key on the flow's NIC in
+ *           this file
+ *   EINVAL  count 0 or above 256, opcode, flags, len 0, RECV on a stream
+ *           flow
+ *   EFAULT  wrs not readable
+ *   EACCES  SEND from a region without LOCAL_READ, RECV into one without
+ *           LOCAL_WRITE
+ *   ERANGE  offset + len beyond the region
+ *   EAGAIN  the CQ has no free entry, or the flow has MS_PER_FLOW receive
+ *           segments posted
+ *   EPIPE   the flow cannot send or receive any more (reset, detached, or
+ *           SEND after shutdown)
+ * ZERONIC_IOC_STREAM_CONSUME:
+ *   EINVAL  stream_off behind the ring's head or beyond the bytes reported
  *
  * Lifetime: a region belongs to the file that registered it. Closing the
  * last reference to the file (close, exit, kill) deregisters every region

@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Attaching and detaching flows: the `zeronic` TCP ULP.
+//!
+//! `ZERONIC_IOC_FLOW_ATTACH` attaches the ULP to the socket (patch 0020,
+//! through the kernel's `setsockopt(TCP_ULP)`); its `init` runs with the
+//! socket owned by the caller, so TCP's input waits in the backlog while the
+//! NIC flow is installed at `copied_seq`. From then on the ULP's callbacks
+//! drive the flow: `sk_data_ready` consumes what TCP accepted, `sk_write_space`
+//! resumes pending sends, `sk_state_change` notices a reset, and `close()` of
+//! the socket detaches the flow before TCP closes the connection. A plain
+//! `recv()`/`send()`/`splice()` on an attached socket fails with `EOPNOTSUPP`
+//! (the ULP's defaults), so nothing else consumes or injects stream bytes.
+//!
+//! Detaching (the ioctl, `close()` of the socket, the file going away) ends
+//! the flow's data path for good: no more posts; the NIC flow is removed,
+//! and only once the NIC confirmed that are the posted receive segments
+//! completed (`ECANCELED`); sends already in TCP complete when their bytes are
+//! ACKed (or fail when the connection dies). The socket itself stays open
+//! until closed, and plain I/O on it keeps failing.
+
+use kernel::{
+    net::{
+        sock::{
+            context,
+            Locked,
+            SocketFile,
+            TcpSock,
+            TcpState,
+            AF_INET, //
+        },
+        tcp::ulp::{
+            Callback,
+            Ulp,
+            UlpOps, //
+        },
+    },
+    prelude::*,
+    sync::{
+        Arc,
+        SetOnce, //
+    },
+};
+
+use crate::{
+    control::{
+        self,
+        Control, //
+    },
+    cq::Cq,
+    flow::{
+        Flow,
+        Phase,
+        RxTarget,
+        EVENT_CREDITS, //
+    },
+    flow_tx::TxState,
+    hw::{
+        cmd::{
+            CmdFlow,
+            CMD_FLOW_INSTALL,
+            CMD_FLOW_REMOVE,
+            FLOW_RX_RING,
+            FLOW_RX_SEGMENTS,
+            IPPROTO_TCP, //
+        },
+        status,
+    },
+    mr::MrShared,
+    uapi,
+};
+
+/// The ULP's operation tables.
+pub(crate) static ULP_OPS: UlpOps<ZnUlp> = UlpOps::new();
+
+/// The `zeronic` TCP upper-layer protocol.
+pub(crate) struct ZnUlp;
+
+/// What an attach hands to the ULP's `init`.
+pub(crate) struct AttachArg {
+    /// Flow id in the file.
+    pub(crate) id: u32,
+    pub(crate) cq: Arc<Cq>,
+    pub(crate) rx_mode: u32,
+    /// Stream mode: the ring's region on each NIC where the file has one
+    /// with the requested key, then its offset and size.
+    pub(crate) ring: KVec<(u32, Arc<MrShared>)>,
+    pub(crate) ring_offset: u64,
+    pub(crate) ring_size: u64,
+    /// Where `init` leaves the new flow for the ioctl.
+    pub(crate) out: Arc<SetOnce<Arc<Flow>>>,
+}
+
+/// The ZeroNIC port the socket's route leaves through: the NIC, its index
+/// and the port number.
+fn port_of(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32, u32)> {
+    let ifindex = match sk.route_ifindex()? {
+        Some(i) => i,
+        None => return Err(ENODEV),
+    };
+    let bound = sk.bound_dev_if();
+    if bound != 0 && bound != ifindex {
+        return Err(ENODEV);
+    }
+    // CAST: ifindex is positive here.
+    control::find_port(ifindex as u32).ok_or(ENODEV)
+}
+
+/// Maps the NIC's answer to `CMD_FLOW_INSTALL` to the documented errnos.
+fn install_errno(st: u16) -> Error {
+    match st {
+        status::ST_NO_SPACE => ENOSPC,
+        status::ST_EXISTS => EEXIST,
+        status::ST_BAD_KEY | status::ST_NOT_FOUND => ENOENT,
+        status::ST_ACCESS => EACCES,
+        status::ST_BOUNDS | status::ST_BAD_DESC => EINVAL,
+        status::ST_PORT => ENODEV,
+        _ => EIO,
+    }
+}
+
+#[vtable]
+impl Ulp for ZnUlp {
+    const NAME: &'static CStr = c"zeronic";
+    type InitArg = AttachArg;
+    type Data = Arc<Flow>;
+
+    fn init(sk: &mut Locked<'_, context::Process>, arg: AttachArg) -> Result<Arc<Flow>> {
+        if sk.sock().family() != AF_INET {
+            return Err(EAFNOSUPPORT);
+        }
+        if !matches!(sk.state(), TcpState::Established) {
+            return Err(ENOTCONN);
+        }
+        if sk.has_user_data() {
+            return Err(EEXIST);
+        }
+        if sk.has_md5_or_ao() || sk.repair() {
+            return Err(EOPNOTSUPP);
+        }
+        let (ctl, nic, port) = port_of(sk)?;
+        let tuple = sk.ipv4_tuple();
+        let rx_isn = sk.copied_seq();
+        let (mode, target) = match arg.rx_mode {
+            uapi::RX_MESSAGE => (FLOW_RX_SEGMENTS, RxTarget::Segments),
+            uapi::RX_STREAM => {
+                let mr = arg
+                    .ring
+                    .iter()
+                    .find(|(n, _)| *n == nic)
+                    .map(|(_, m)| m.clone())
+                    .ok_or(ENOENT)?;
+                if mr.access & uapi::ACCESS_LOCAL_WRITE == 0 {
+                    return Err(EACCES);
+                }
+                if !mr.contains(arg.ring_offset, arg.ring_size) {
+                    return Err(EINVAL);
+                }
+                (
+                    FLOW_RX_RING,
+                    RxTarget::Ring {
+                        mr,
+                        offset: arg.ring_offset,
+                        size: arg.ring_size,
+                    },
+                )
+            }
+            _ => return Err(EINVAL),
+        };
+        let (ring_key, ring_offset, ring_size) = match &target {
+            RxTarget::Ring { mr, offset, size } => (mr.key, *offset, *size),
+            RxTarget::Segments => (0, 0, 0),
+        };
+        let cmd = CmdFlow {
+            opcode: CMD_FLOW_INSTALL,
+            // CAST: port < MAX_PORTS.
+            port: port as u16,
+            proto: u16::from(IPPROTO_TCP),
+            local_ip: u32::from(tuple.saddr),
+            remote_ip: u32::from(tuple.daddr),
+            local_port: tuple.sport,
+            remote_port: tuple.dport,
+            rx_isn,
+            mode,
+            ring_key,
+            ring_offset,
+            // CAST: checked to fit u32 by the ioctl.
+            ring_size: ring_size as u32,
+            stream_off: 0,
+            ..Default::default()
+        };
+        // The socket is owned by us: TCP's input waits in the backlog, so
+        // `copied_seq` cannot move while the NIC installs the flow.
+        let hw_index = ctl.with_bound(|_, cmds| {
+            let done = cmds.exec(cmd.encode())?;
+            if done.status != status::ST_OK {
+                return Err(install_errno(done.status));
+            }
+            u32::try_from(done.result).map_err(|_| EIO)
+        })?;
+        let flow = Flow::new(
+            arg.id,
+            nic,
+            port,
+            ctl.clone(),
+            arg.cq,
+            sk.sock().to_aref(),
+            target,
+            rx_isn,
+            hw_index,
+            TxState::new(),
+        );
+        let flow = match flow.and_then(|f| {
+            ctl.add_flow(hw_index, f.clone())?;
+            Ok(f)
+        }) {
+            Ok(f) => f,
+            Err(e) => {
+                remove_nic_flow(&ctl, hw_index);
+                return Err(e);
+            }
+        };
+        // MTU probes are built without the sends' `ubuf_info` (patch 0021).
+        sk.disable_mtu_probing();
+        arg.out.populate(flow.clone());
+        Ok(flow)
+    }
+
+    fn release(data: Arc<Flow>) {
+        // The socket is being destroyed: the flow was detached at close, or
+        // the connection died without one. Nothing here may sleep.
+        drop(data);
+    }
+
+    fn data_ready(data: &Arc<Flow>, sk: Callback<'_>) -> bool {
+        match sk {
+            Callback::BhLocked(mut l) => data.consume(&mut l),
+            Callback::Owned(mut l) => data.consume(&mut l),
+        }
+        // Nobody reads the socket itself: its plain reads fail.
+        false
+    }
+
+    fn write_space(data: &Arc<Flow>, _sk: &TcpSock) {
+        data.write_space();
+    }
+
+    fn state_change(data: &Arc<Flow>, sk: Callback<'_>) {
+        match sk {
+            Callback::BhLocked(l) => data.state_changed(&l),
+            Callback::Owned(l) => data.state_changed(&l),
+        }
+    }
+
+    fn close(data: &Arc<Flow>, _sk: &TcpSock) {
+        data.detach();
+    }
+}
+
+/// Removes NIC flow `hw_index`, waiting for the NIC (process context).
+/// `true` if the NIC confirmed (or was reset, which removed it too).
+fn remove_nic_flow(ctl: &Control, hw_index: u32) -> bool {
+    let cmd = CmdFlow {
+        opcode: CMD_FLOW_REMOVE,
+        flow: hw_index,
+        ..Default::default()
+    };
+    match ctl.with_bound(|_, cmds| cmds.exec(cmd.encode())) {
+        // Any answer: the flow is not in the table any more.
+        Ok(_) => true,
+        // Unbound: its reset emptied the Flow Table, if it completed.
+        Err(e) if e == ENODEV => !ctl.is_lost(),
+        Err(_) => false,
+    }
+}
+
+/// Attaches the socket of `file` as flow `arg.id`. Process context.
+pub(crate) fn attach(file: &SocketFile, arg: AttachArg) -> Result<Arc<Flow>> {
+    let out = arg.out.clone();
+    let cq = arg.cq.clone();
+    cq.reserve(EVENT_CREDITS)?;
+    if let Err(e) = ULP_OPS.attach(file, arg) {
+        cq.unreserve(EVENT_CREDITS);
+        return Err(e);
+    }
+    let flow = SetOnce::as_ref(&out).ok_or(EIO)?.clone();
+    Ok(flow)
+}
+
+impl Flow {
+    /// Ends the flow's data path (see the module documentation). Process
+    /// context, without the socket lock; idempotent.
+    pub(crate) fn detach(self: &Arc<Self>) {
+        {
+            let mut inner = self.inner.lock();
+            if inner.phase == Phase::Detached {
+                return;
+            }
+            // Nothing is consumed or posted from now on (a reset flow goes
+            // on too: its segments may still be posted).
+            inner.phase = Phase::Detached;
+        }
+        self.drop_pending_sends();
+        self.control.remove_flow(self.hw_index, self);
+        let confirmed = self.inner.lock().nic_removed || remove_nic_flow(&self.control, self.hw_index);
+        let mut inner = self.inner.lock();
+        inner.nic_removed |= confirmed;
+        if confirmed {
+            // CAST: errno values are small positive numbers.
+            self.flush_segments(&mut inner, ECANCELED.to_errno().unsigned_abs() as u16);
+        } else {
+            pr_err!(
+                "flow {}: NIC did not confirm the flow's removal; its receive segments stay posted\n",
+                self.id
+            );
+        }
+        let cqe = crate::cq::Cqe {
+            stream_off: inner.rx_done,
+            flow: self.id,
+            opcode: uapi::CQE_FLOW,
+            flags: uapi::CQE_F_DETACHED,
+            ..Default::default()
+        };
+        drop(inner);
+        let _ = self.complete(&cqe, crate::cq::Credit::Reserved);
+        // The EOF/reset credit, if never used.
+        let mut inner = self.inner.lock();
+        if !inner.event_posted {
+            inner.event_posted = true;
+            self.cq.unreserve(1);
+        }
+    }
+}

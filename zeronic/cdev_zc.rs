@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The zero-copy calls of `/dev/zeronic` (uapi version 3): completion
+//! queues, flow attach and detach, work requests, stream consumption, flow
+//! queries, and `mmap` of completion queues. `docs/uapi.md` is the contract.
+//!
+//! Per file: its CQs and flows live in [`ZcFiles`]; both belong to the file
+//! and go with it (flows are detached first, then CQs dropped, then the
+//! file's regions released, see `cdev.rs`). A flow also lives on with its
+//! socket (the ULP holds it) until the socket is destroyed, detached.
+//!
+//! Lock order: a file's flow table, then its CQ table, then its region
+//! table; none of them is held while taking a socket lock or sleeping on
+//! the NIC, except the region table during registration (`cdev.rs`). `mmap`
+//! takes the CQ table under the mmap lock, so no user copy (which may fault)
+//! happens under the CQ table.
+
+use kernel::{
+    mm::virt::VmaNew,
+    net::sock::{
+        SocketFile,
+        SEND_SHUTDOWN, //
+    },
+    new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+        Mutex,
+        SetOnce, //
+    },
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+use crate::{
+    attach::{
+        self,
+        AttachArg, //
+    },
+    cq::Cq,
+    flow::{
+        Flow,
+        Phase,
+        RxTarget,
+        Seg,
+        MAX_SEGS,
+        RING_HEAD, //
+    },
+    hw::cmd::{
+        CmdMsPost,
+        CMD_MS_POST,
+        MS_DIR_RECV, //
+    },
+    mr::{
+        Mr,
+        MrShared, //
+    },
+    uapi,
+};
+
+/// Byte distance between the mmap offsets of two CQs (a CQ maps at most
+/// 513 pages).
+const CQ_MMAP_STRIDE: u64 = 1 << 24;
+
+/// Ring sizes a stream-mode flow accepts: a power of two from a page up to
+/// what a completion's `len` (u32) can report.
+const RING_MIN: u64 = 4096;
+const RING_MAX: u64 = 1 << 31;
+
+/// The zero-copy objects of one open file.
+#[pin_data]
+pub(crate) struct ZcFiles {
+    next_id: Atomic<u32>,
+    #[pin]
+    flows: Mutex<KVec<Arc<Flow>>>,
+    #[pin]
+    cqs: Mutex<KVec<Arc<Cq>>>,
+}
+
+/// Reads the argument of `T` at `arg` and returns a writer for it too.
+fn read_arg<T: kernel::transmute::FromBytes>(
+    arg: usize,
+) -> Result<(T, kernel::uaccess::UserSliceWriter)> {
+    let (mut reader, writer) =
+        UserSlice::new(UserPtr::from_addr(arg), size_of::<T>()).reader_writer();
+    Ok((reader.read()?, writer))
+}
+
+impl ZcFiles {
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            next_id: Atomic::new(1),
+            flows <- new_mutex!(KVec::new(), "zeronic::file::flows"),
+            cqs <- new_mutex!(KVec::new(), "zeronic::file::cqs"),
+        }? Error)
+    }
+
+    fn id(&self) -> u32 {
+        self.next_id.fetch_add(1, Relaxed)
+    }
+
+    fn flow(&self, id: u32) -> Result<Arc<Flow>> {
+        self.flows
+            .lock()
+            .iter()
+            .find(|f| f.id == id)
+            .cloned()
+            .ok_or(ENOENT)
+    }
+
+    /// Detaches every flow (the file goes away). Process context.
+    pub(crate) fn release(&self) {
+        let flows = core::mem::take(&mut *self.flows.lock());
+        for f in flows.iter() {
+            f.detach();
+        }
+        drop(flows);
+        drop(core::mem::take(&mut *self.cqs.lock()));
+    }
+
+    pub(crate) fn cq_create(&self, arg: usize) -> Result<isize> {
+        let (mut req, mut writer) = read_arg::<uapi::CqCreate>(arg)?;
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let id = self.id();
+        let cq = Cq::new(id, req.entries, req.eventfd)?;
+        req.cq = id;
+        req.mmap_offset = u64::from(id) * CQ_MMAP_STRIDE;
+        // CAST: usize -> u64 is lossless.
+        req.mmap_size = cq.map_size() as u64;
+        // The user copy may fault, which takes the mmap lock: not under the
+        // table's lock, which `mmap` takes under the mmap lock.
+        writer.write(&req)?;
+        self.cqs.lock().push(cq, GFP_KERNEL)?;
+        Ok(0)
+    }
+
+    pub(crate) fn cq_destroy(&self, arg: usize) -> Result<isize> {
+        let (req, _) = read_arg::<uapi::CqDestroy>(arg)?;
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let flows = self.flows.lock();
+        let mut cqs = self.cqs.lock();
+        let pos = cqs.iter().position(|c| c.id == req.cq).ok_or(ENOENT)?;
+        if flows.iter().any(|f| f.cq.id == req.cq) {
+            return Err(EBUSY);
+        }
+        let _ = cqs.remove(pos);
+        Ok(0)
+    }
+
+    /// `mmap` of the CQ whose offset `vma` starts at.
+    pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
+        // CAST: usize -> u64 is lossless.
+        let off = (vma.pgoff() as u64) << kernel::page::PAGE_SHIFT;
+        if off % CQ_MMAP_STRIDE != 0 {
+            return Err(EINVAL);
+        }
+        let id = u32::try_from(off / CQ_MMAP_STRIDE).map_err(|_| EINVAL)?;
+        let cq = self
+            .cqs
+            .lock()
+            .iter()
+            .find(|c| c.id == id)
+            .cloned()
+            .ok_or(EINVAL)?;
+        cq.map_into(vma)
+    }
+
+    pub(crate) fn flow_attach(&self, mrs: &Mutex<KVec<Mr>>, arg: usize) -> Result<isize> {
+        let (mut req, mut writer) = read_arg::<uapi::FlowAttach>(arg)?;
+        if req.reserved0 != 0 || req.reserved1 != 0 {
+            return Err(EINVAL);
+        }
+        let cq = self
+            .cqs
+            .lock()
+            .iter()
+            .find(|c| c.id == req.cq)
+            .cloned()
+            .ok_or(ENOENT)?;
+        let mut ring = KVec::new();
+        match req.rx_mode {
+            uapi::RX_MESSAGE => {
+                if req.ring_key != 0 || req.ring_offset != 0 || req.ring_size != 0 {
+                    return Err(EINVAL);
+                }
+            }
+            uapi::RX_STREAM => {
+                if !req.ring_size.is_power_of_two() || !(RING_MIN..=RING_MAX).contains(&req.ring_size)
+                {
+                    return Err(EINVAL);
+                }
+                for m in mrs.lock().iter().filter(|m| m.key == req.ring_key) {
+                    ring.push((m.nic, m.shared.clone()), GFP_KERNEL)?;
+                }
+                if ring.is_empty() {
+                    return Err(ENOENT);
+                }
+            }
+            _ => return Err(EINVAL),
+        }
+        let sock = SocketFile::lookup(req.sockfd)?;
+        let id = self.id();
+        let out = Arc::new(SetOnce::new(), GFP_KERNEL)?;
+        let flow = attach::attach(
+            &sock,
+            AttachArg {
+                id,
+                cq,
+                rx_mode: req.rx_mode,
+                ring,
+                ring_offset: req.ring_offset,
+                ring_size: req.ring_size,
+                out,
+            },
+        )?;
+        req.flow = id;
+        req.nic = flow.nic;
+        req.port = flow.port;
+        let mut flows = self.flows.lock();
+        let stored = flows.push(flow.clone(), GFP_KERNEL);
+        drop(flows);
+        if let Err(e) = stored.map_err(Error::from).and_then(|()| writer.write(&req)) {
+            self.flows.lock().retain(|f| !Arc::ptr_eq(f, &flow));
+            flow.detach();
+            return Err(e);
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn flow_detach(&self, arg: usize) -> Result<isize> {
+        let (req, _) = read_arg::<uapi::FlowDetach>(arg)?;
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let flow = {
+            let mut flows = self.flows.lock();
+            let pos = flows.iter().position(|f| f.id == req.flow).ok_or(ENOENT)?;
+            flows.remove(pos)?
+        };
+        flow.detach();
+        Ok(0)
+    }
+
+    pub(crate) fn post(&self, mrs: &Mutex<KVec<Mr>>, arg: usize) -> Result<isize> {
+        let (mut req, mut writer) = read_arg::<uapi::Post>(arg)?;
+        if req.reserved != 0 || req.count == 0 || req.count > uapi::POST_MAX {
+            return Err(EINVAL);
+        }
+        let flow = self.flow(req.flow)?;
+        // CAST: at most POST_MAX.
+        let n = req.count as usize;
+        let size = n * size_of::<uapi::Wr>();
+        let mut reader = UserSlice::new(UserPtr::from_addr(req.wrs as usize), size).reader();
+        let mut wrs = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            wrs.push(reader.read::<uapi::Wr>()?, GFP_KERNEL)?;
+        }
+        let mut posted = 0u32;
+        let mut first_err = None;
+        {
+            let mut sk = flow.sock.lock();
+            for wr in wrs.iter() {
+                match post_one(&flow, mrs, &mut sk, wr) {
+                    Ok(()) => posted += 1,
+                    Err(e) => {
+                        first_err = Some(e);
+                        break;
+                    }
+                }
+            }
+            // Data that waited for room may go now.
+            flow.consume(&mut sk);
+        }
+        req.posted = posted;
+        writer.write(&req)?;
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(0),
+        }
+    }
+
+    pub(crate) fn stream_consume(&self, arg: usize) -> Result<isize> {
+        let (req, _) = read_arg::<uapi::StreamConsume>(arg)?;
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let flow = self.flow(req.flow)?;
+        if !matches!(flow.target, RxTarget::Ring { .. }) {
+            return Err(EINVAL);
+        }
+        {
+            let mut inner = flow.inner.lock();
+            if req.stream_off < inner.ring_head || req.stream_off > inner.ring_reported {
+                return Err(EINVAL);
+            }
+            if req.stream_off > inner.ring_head {
+                inner.ring_head = req.stream_off;
+                flow.update_nic(RING_HEAD, req.stream_off);
+            }
+        }
+        let mut sk = flow.sock.lock();
+        flow.consume(&mut sk);
+        let mut inner = flow.inner.lock();
+        flow.report_ring(&mut inner);
+        Ok(0)
+    }
+
+    pub(crate) fn flow_query(&self, arg: usize) -> Result<isize> {
+        let (mut req, mut writer) = read_arg::<uapi::FlowQuery>(arg)?;
+        let flow = self.flow(req.flow)?;
+        let inner = flow.inner.lock();
+        req.state = match inner.phase {
+            Phase::Attached if inner.eof => uapi::FLOW_EOF,
+            Phase::Attached => uapi::FLOW_ATTACHED,
+            Phase::Reset => uapi::FLOW_RESET,
+            Phase::Detached => uapi::FLOW_DETACHED,
+        };
+        req.rx_stream_off = inner.rx_done;
+        req.tx_stream_off = inner.tx.acked_bytes;
+        // CAST: at most MS_PER_FLOW and the CQ's size.
+        req.rx_posted = inner.segs.len() as u32;
+        req.tx_posted = inner.tx.in_flight() as u32;
+        drop(inner);
+        req.rx_placed_bytes = flow.stats.rx_placed.load(Relaxed);
+        req.rx_copied_bytes = flow.stats.rx_copied.load(Relaxed);
+        req.tx_merged_bytes = flow.stats.tx_merged.load(Relaxed);
+        req.tx_copied_bytes = flow.stats.tx_copied.load(Relaxed);
+        req.reserved = [0; 2];
+        writer.write(&req)?;
+        Ok(0)
+    }
+}
+
+/// The region of `key` on the flow's NIC in the file, with the use counted.
+fn use_region(mrs: &Mutex<KVec<Mr>>, nic: u32, key: u64) -> Result<Arc<MrShared>> {
+    let mrs = mrs.lock();
+    let mr = mrs
+        .iter()
+        .find(|m| m.nic == nic && m.key == key)
+        .ok_or(ENOENT)?;
+    // Counted under the table's lock, so that MR_DEREG sees it.
+    mr.shared.users.add(1, Relaxed);
+    Ok(mr.shared.clone())
+}
+
+/// Posts one work request (the socket locked by the caller).
+fn post_one(
+    flow: &Arc<Flow>,
+    mrs: &Mutex<KVec<Mr>>,
+    sk: &mut kernel::net::sock::Locked<'_, kernel::net::sock::context::Process>,
+    wr: &uapi::Wr,
+) -> Result {
+    if wr.len == 0 || wr.flags != 0 {
+        return Err(EINVAL);
+    }
+    let (need, send) = match wr.opcode {
+        uapi::WR_SEND => (uapi::ACCESS_LOCAL_READ, true),
+        uapi::WR_RECV => {
+            if !matches!(flow.target, RxTarget::Segments) {
+                return Err(EINVAL);
+            }
+            (uapi::ACCESS_LOCAL_WRITE, false)
+        }
+        _ => return Err(EINVAL),
+    };
+    let mr = use_region(mrs, flow.nic, wr.key)?;
+    // From here `mr`'s use is released by whatever holds it (a dropped Arc
+    // does not: the segment or send does, or the error path below).
+    let release = |e: Error| {
+        mr.users.fetch_sub(1, Relaxed);
+        e
+    };
+    if mr.access & need == 0 {
+        return Err(release(EACCES));
+    }
+    if !mr.contains(wr.offset, u64::from(wr.len)) {
+        return Err(release(ERANGE));
+    }
+    {
+        let inner = flow.inner.lock();
+        if inner.phase != Phase::Attached || (send && sk.shutdown() & SEND_SHUTDOWN != 0) {
+            return Err(release(EPIPE));
+        }
+        if !send && inner.segs.len() >= MAX_SEGS {
+            return Err(release(EAGAIN));
+        }
+    }
+    flow.cq.reserve(1).map_err(release)?;
+    let res = if send {
+        flow.post_send(sk, wr.wr_id, mr.clone(), wr.offset, wr.len)
+    } else {
+        post_recv(flow, mr.clone(), wr)
+    };
+    if res.is_err() {
+        flow.cq.unreserve(1);
+    }
+    res
+}
+
+/// Posts a receive segment: into the flow's shadow list first (the NIC may
+/// place into it as soon as it has it), then to the NIC.
+fn post_recv(flow: &Arc<Flow>, mr: Arc<MrShared>, wr: &uapi::Wr) -> Result {
+    let mut inner = flow.inner.lock();
+    inner.segs.reserve(1, GFP_ATOMIC)?;
+    let start = inner.posted_end;
+    let cmd = CmdMsPost {
+        opcode: CMD_MS_POST,
+        flow: flow.hw_index,
+        dir: MS_DIR_RECV,
+        mr_key: mr.key,
+        mr_offset: wr.offset,
+        len: wr.len,
+        seg_cookie: wr.wr_id,
+        ..Default::default()
+    };
+    flow.control.submit(cmd.encode(), None)?;
+    let _ = inner.segs.push(
+        Seg::new(wr.wr_id, mr, wr.offset, wr.len, start),
+        GFP_ATOMIC,
+    );
+    inner.posted_end = start + u64::from(wr.len);
+    Ok(())
+}

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues: rings of `struct zeronic_cqe` the application maps.
+//!
+//! Layout of the mapping (`uapi/linux/zeronic.h`): one page with `struct
+//! zeronic_cq_ring` (the application's `head`, the kernel's `tail`, `mask`,
+//! `flags`, `entries_offset`), then `entries` 32-byte entries. The kernel
+//! writes an entry, then publishes `tail` with a release store; the
+//! application reads entries up to `tail` and publishes `head`.
+//!
+//! **Credits, so that a CQ never overflows.** Every posted work request
+//! reserves the entry of its completion, and every attached flow reserves one
+//! for its final flow event, when they are posted; a post that finds no free
+//! entry fails with `EAGAIN`. Free entries are `entries - (tail - head) -
+//! reserved`; `head` comes from the application and is only trusted to be
+//! some number: a value claiming more than `entries` unread entries counts
+//! as a full ring (which only hurts that application). Stream-mode data
+//! notifications use a free entry if there is one and wait otherwise (the
+//! data is in the ring; the flow posts the notification later).
+//!
+//! **Wake-ups.** If the application set `ZERONIC_CQ_ARMED` before sleeping,
+//! the kernel clears it and signals the CQ's eventfd after publishing
+//! entries. Publishing and the flag check are fully ordered, so with the
+//! application's "arm, recheck `tail`, sleep" no wake-up is lost.
+//!
+//! Entries are posted from any context (the receive path's softirq, send
+//! completions wherever an skb is freed), under a spinlock that keeps
+//! interrupts off.
+
+use kernel::{
+    eventfd::EventFd,
+    mm::{
+        shared::SharedPages,
+        virt::VmaNew, //
+    },
+    new_spinlock_irq,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{
+        Arc,
+        SpinLockIrq, //
+    },
+};
+
+use crate::uapi;
+
+/// Offsets in the CQ's first page (`struct zeronic_cq_ring`).
+const OFF_HEAD: usize = 0;
+const OFF_TAIL: usize = 4;
+const OFF_MASK: usize = 8;
+const OFF_FLAGS: usize = 12;
+const OFF_ENTRIES: usize = 16;
+
+/// Size of one entry (`struct zeronic_cqe`).
+const CQE_SIZE: usize = 32;
+
+/// One completion, as written to the ring.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Cqe {
+    pub(crate) wr_id: u64,
+    pub(crate) stream_off: u64,
+    pub(crate) len: u32,
+    pub(crate) flow: u32,
+    pub(crate) opcode: u16,
+    /// 0 or a (positive) errno value.
+    pub(crate) status: u16,
+    pub(crate) flags: u32,
+}
+
+impl Cqe {
+    fn encode(&self) -> [u8; CQE_SIZE] {
+        let mut b = [0u8; CQE_SIZE];
+        b[0..8].copy_from_slice(&self.wr_id.to_le_bytes());
+        b[8..16].copy_from_slice(&self.stream_off.to_le_bytes());
+        b[16..20].copy_from_slice(&self.len.to_le_bytes());
+        b[20..24].copy_from_slice(&self.flow.to_le_bytes());
+        b[24..26].copy_from_slice(&self.opcode.to_le_bytes());
+        b[26..28].copy_from_slice(&self.status.to_le_bytes());
+        b[28..32].copy_from_slice(&self.flags.to_le_bytes());
+        b
+    }
+}
+
+/// Where an entry's credit comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Credit {
+    /// One the poster reserved earlier ([`Cq::reserve`]).
+    Reserved,
+    /// A free one, if any (`EAGAIN` otherwise).
+    Free,
+}
+
+struct Inner {
+    /// Entries produced (free-running; also published at `OFF_TAIL`).
+    tail: u32,
+    /// Entries reserved by posted work requests and attached flows.
+    reserved: u32,
+    /// Whether entries were added since the last [`Cq::notify`].
+    unsignalled: bool,
+}
+
+/// A completion queue.
+#[pin_data]
+pub(crate) struct Cq {
+    /// Id within its file (`zeronic_cq_create.cq`).
+    pub(crate) id: u32,
+    /// Entries, a power of two.
+    pub(crate) entries: u32,
+    ring: SharedPages,
+    eventfd: Option<EventFd>,
+    #[pin]
+    inner: SpinLockIrq<Inner>,
+}
+
+impl Cq {
+    /// Pages a CQ of `entries` entries maps (header page + entries).
+    pub(crate) fn pages(entries: u32) -> usize {
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        1 + (entries as usize * CQE_SIZE).div_ceil(PAGE_SIZE)
+    }
+
+    /// A CQ of `entries` entries (checked by the caller) whose wake-ups go to
+    /// the eventfd `eventfd` (`-1`: none).
+    pub(crate) fn new(id: u32, entries: u32, eventfd: i32) -> Result<Arc<Self>> {
+        if !entries.is_power_of_two()
+            || !(uapi::CQ_MIN_ENTRIES..=uapi::CQ_MAX_ENTRIES).contains(&entries)
+        {
+            return Err(EINVAL);
+        }
+        let eventfd = match eventfd {
+            -1 => None,
+            fd => Some(EventFd::from_fd(fd)?),
+        };
+        let ring = SharedPages::new(Self::pages(entries))?;
+        ring.store_u32_release(OFF_MASK, entries - 1)?;
+        // CAST: PAGE_SIZE fits u32.
+        ring.store_u32_release(OFF_ENTRIES, PAGE_SIZE as u32)?;
+        Arc::pin_init(
+            try_pin_init!(Self {
+                id,
+                entries,
+                ring,
+                eventfd,
+                inner <- new_spinlock_irq!(Inner {
+                    tail: 0,
+                    reserved: 0,
+                    unsignalled: false,
+                }, "zeronic::cq"),
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Size of the mapping.
+    pub(crate) fn map_size(&self) -> usize {
+        self.ring.size()
+    }
+
+    /// Maps the CQ into `vma` (exactly [`Cq::map_size`] bytes).
+    pub(crate) fn map_into(&self, vma: &VmaNew) -> Result {
+        self.ring.map_into(vma)
+    }
+
+    /// Entries neither unread nor reserved.
+    fn free(&self, inner: &Inner) -> u32 {
+        let head = self.ring.load_u32_acquire(OFF_HEAD).unwrap_or(inner.tail);
+        let unread = inner.tail.wrapping_sub(head).min(self.entries);
+        self.entries - unread - inner.reserved.min(self.entries - unread)
+    }
+
+    /// Reserves `n` entries for completions to come; `EAGAIN` if fewer are free.
+    pub(crate) fn reserve(&self, n: u32) -> Result {
+        let mut inner = self.inner.lock();
+        if self.free(&inner) < n {
+            return Err(EAGAIN);
+        }
+        inner.reserved += n;
+        Ok(())
+    }
+
+    /// Gives back `n` reserved entries that will not be used.
+    pub(crate) fn unreserve(&self, n: u32) {
+        let mut inner = self.inner.lock();
+        inner.reserved = inner.reserved.saturating_sub(n);
+    }
+
+    /// Adds an entry; with [`Credit::Free`], `EAGAIN` if none is free. The
+    /// application is woken by the next [`Cq::notify`].
+    pub(crate) fn post(&self, cqe: &Cqe, credit: Credit) -> Result {
+        let mut inner = self.inner.lock();
+        match credit {
+            Credit::Reserved => inner.reserved = inner.reserved.saturating_sub(1),
+            Credit::Free => {
+                if self.free(&inner) == 0 {
+                    return Err(EAGAIN);
+                }
+            }
+        }
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        let slot = (inner.tail & (self.entries - 1)) as usize;
+        self.ring.write(PAGE_SIZE + slot * CQE_SIZE, &cqe.encode())?;
+        inner.tail = inner.tail.wrapping_add(1);
+        self.ring.store_u32_release(OFF_TAIL, inner.tail)?;
+        inner.unsignalled = true;
+        Ok(())
+    }
+
+    /// Wakes the application if entries were added and it armed the CQ.
+    pub(crate) fn notify(&self) {
+        let mut inner = self.inner.lock();
+        if !core::mem::take(&mut inner.unsignalled) {
+            return;
+        }
+        drop(inner);
+        let armed = self
+            .ring
+            .fetch_clear_u32(OFF_FLAGS, uapi::CQ_ARMED)
+            .is_ok_and(|f| f & uapi::CQ_ARMED != 0);
+        if armed {
+            if let Some(efd) = &self.eventfd {
+                efd.signal();
+            }
+        }
+    }
+}

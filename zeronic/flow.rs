@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Flows: established TCP sockets attached to the NIC (`ZERONIC_IOC_FLOW_*`).
+//!
+//! A [`Flow`] ties a socket (through the `zeronic` TCP ULP, `ulp.rs`), a NIC
+//! flow (Flow Table entry, placement cursor, receive segments or ring) and a
+//! completion queue together. Its receive stream starts at the socket's
+//! `copied_seq` when it was attached: stream offset 0 is the first byte the
+//! application had not read.
+//!
+//! **Receive.** The NIC places payload into the posted segments (message
+//! mode) or the ring (stream mode) and reports each packet on the port's
+//! header queue; the NAPI poller builds skbs over those pages (`hdrq.rs`) and
+//! hands them to TCP. When TCP has accepted bytes in order, the ULP's
+//! `sk_data_ready` calls [`Flow::consume`], which walks them with
+//! `tcp_read_sock()`: bytes already in place cost nothing (placed), others
+//! (frames the NIC delivered whole because nothing was posted, data queued
+//! before the attach) are copied into place (copied), after which the NIC's
+//! cursor is moved past them (`FLOWU_CURSOR`, posted without waiting).
+//! Completions report only bytes TCP accepted in order.
+//!
+//! **Send** is in `flow_tx.rs`.
+//!
+//! **Teardown** ([`Flow::detach`]: the ioctl, `close()` of the socket, or the
+//! file going away): no more posts; the NIC flow is removed, and only once the
+//! NIC confirmed it (it places nothing any more) are the posted segments given
+//! back to the application (completions with `ECANCELED`, or `ECONNRESET`
+//! after a reset). A connection that dies (reset, timeout) removes its NIC
+//! flow from softirq through the command queue; the segments are given back
+//! when that command completes.
+//!
+//! Locking: [`Flow::inner`] (a spinlock that keeps interrupts off) guards the
+//! receive and send state; it is taken in process context, softirq (TCP's
+//! receive path, NAPI) and wherever skbs are freed (send completions). It
+//! nests inside the socket lock and outside the CQ's lock; nothing sleeps
+//! under it.
+
+use kernel::{
+    net::{
+        sock::{
+            context::LockContext,
+            Locked,
+            TcpSock,
+            TcpState,
+            RCV_SHUTDOWN, //
+        },
+        tcp::Piece,
+    },
+    new_mutex, new_spinlock_irq,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+        Mutex,
+        SpinLockIrq, //
+    },
+    workqueue::{
+        impl_has_work,
+        new_work,
+        Work, //
+    },
+};
+
+use crate::{
+    cmdq::CmdDone,
+    control::Control,
+    cq::{
+        Cq,
+        Cqe,
+        Credit, //
+    },
+    flow_tx::{
+        Pending,
+        TxState, //
+    },
+    hw::{
+        cmd::{
+            CmdCompletion,
+            CmdFlow,
+            CMD_FLOW_REMOVE,
+            CMD_FLOW_UPDATE,
+            FLOWU_CURSOR,
+            FLOWU_RING_HEAD, //
+        },
+        status,
+    },
+    mr::MrShared,
+    uapi,
+};
+
+/// Receive segments one flow may have posted (the NIC's `MS_PER_FLOW`).
+pub(crate) const MAX_SEGS: usize = crate::hw::regs::MS_PER_FLOW as usize;
+
+/// CQ entries a flow reserves for its own events: one for EOF or reset, one
+/// for the final `DETACHED`.
+pub(crate) const EVENT_CREDITS: u32 = 2;
+
+/// Where received bytes go.
+pub(crate) enum RxTarget {
+    /// Message mode: posted segments, in stream order.
+    Segments,
+    /// Stream mode: a ring of `size` bytes at `offset` in a region.
+    Ring {
+        mr: Arc<MrShared>,
+        offset: u64,
+        size: u64,
+    },
+}
+
+/// A posted receive segment (message mode).
+pub(crate) struct Seg {
+    pub(crate) wr_id: u64,
+    pub(crate) mr: Arc<MrShared>,
+    /// Offset of the segment in the region.
+    pub(crate) mr_off: u64,
+    pub(crate) len: u32,
+    /// Stream offset of its first byte.
+    pub(crate) start: u64,
+    /// Whether some of its bytes were copied rather than placed.
+    copied: bool,
+}
+
+impl Seg {
+    /// A segment of `len` bytes at `mr_off` of `mr`, covering the stream from
+    /// `start`; it holds one use of `mr` (released when dropped).
+    pub(crate) fn new(wr_id: u64, mr: Arc<MrShared>, mr_off: u64, len: u32, start: u64) -> Self {
+        Self {
+            wr_id,
+            mr,
+            mr_off,
+            len,
+            start,
+            copied: false,
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.start + u64::from(self.len)
+    }
+}
+
+impl Drop for Seg {
+    fn drop(&mut self) {
+        self.mr.users.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Lifecycle of a flow.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Phase {
+    /// Attached and working.
+    Attached,
+    /// The connection died (reset, timeout): no more data either way; the
+    /// NIC flow is being removed.
+    Reset,
+    /// Detaching or detached: nothing new is accepted.
+    Detached,
+}
+
+/// Mutable state of a flow, under [`Flow::inner`].
+pub(crate) struct FlowInner {
+    pub(crate) phase: Phase,
+    /// Stream offset up to which TCP's in-order bytes were consumed.
+    pub(crate) rx_done: u64,
+    /// The NIC's cursor as far as the driver knows (reported or set).
+    pub(crate) nic_cursor: u64,
+    /// Posted segments, oldest first (message mode).
+    pub(crate) segs: KVec<Seg>,
+    /// Stream offset where the next posted segment starts.
+    pub(crate) posted_end: u64,
+    /// Stream mode: bytes the application has consumed (the ring's head).
+    pub(crate) ring_head: u64,
+    /// Stream mode: bytes reported with `STREAM_DATA` entries so far.
+    pub(crate) ring_reported: u64,
+    /// Stream mode: whether bytes reported next were (partly) copied.
+    pub(crate) ring_copied: bool,
+    /// The peer's FIN was consumed.
+    pub(crate) eof: bool,
+    /// The EOF or reset event was posted.
+    pub(crate) event_posted: bool,
+    /// The NIC flow was removed (confirmed): the segments may go back.
+    pub(crate) nic_removed: bool,
+    /// Send state (`flow_tx.rs`).
+    pub(crate) tx: TxState,
+}
+
+/// Counters of a flow (`zeronic_flow_query`).
+pub(crate) struct FlowStats {
+    pub(crate) rx_placed: Atomic<u64>,
+    pub(crate) rx_copied: Atomic<u64>,
+    pub(crate) tx_merged: Atomic<u64>,
+    pub(crate) tx_copied: Atomic<u64>,
+}
+
+/// An attached flow.
+#[pin_data]
+pub(crate) struct Flow {
+    /// Id within its file.
+    pub(crate) id: u32,
+    /// NIC index and port.
+    pub(crate) nic: u32,
+    pub(crate) port: u32,
+    pub(crate) control: Arc<Control>,
+    pub(crate) cq: Arc<Cq>,
+    pub(crate) sock: ARef<TcpSock>,
+    pub(crate) target: RxTarget,
+    /// Sequence number of receive stream offset 0.
+    pub(crate) rx_isn: u32,
+    /// Index of the flow in the NIC's Flow Table.
+    pub(crate) hw_index: u32,
+    pub(crate) stats: FlowStats,
+    #[pin]
+    pub(crate) inner: SpinLockIrq<FlowInner>,
+    /// Sends not fully queued into TCP yet (`flow_tx.rs`); taken with the
+    /// socket lock held.
+    #[pin]
+    pub(crate) tx_pending: Mutex<KVec<Pending>>,
+    /// Whether `tx_pending` is not empty (read from softirq).
+    pub(crate) tx_pending_hint: Atomic<bool>,
+    /// Queues pending sends once TCP reports send space.
+    #[pin]
+    work: Work<Flow>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Flow { self.work }
+}
+
+/// Stream offset of sequence number `seq`, given that `near` (a stream
+/// offset) is within 2^31 of it.
+pub(crate) fn stream_off(isn: u32, near: u64, seq: u32) -> u64 {
+    // CAST: truncation to the low 32 bits is the point.
+    let near_seq = isn.wrapping_add(near as u32);
+    // CAST: the difference is within +-2^31 by the precondition.
+    let delta = seq.wrapping_sub(near_seq) as i32;
+    near.wrapping_add_signed(i64::from(delta))
+}
+
+impl Flow {
+    /// A flow in state `Attached` whose NIC flow `hw_index` was installed
+    /// with receive stream offset 0 at `rx_isn`.
+    #[expect(clippy::too_many_arguments, reason = "the parts of a flow, once")]
+    pub(crate) fn new(
+        id: u32,
+        nic: u32,
+        port: u32,
+        control: Arc<Control>,
+        cq: Arc<Cq>,
+        sock: ARef<TcpSock>,
+        target: RxTarget,
+        rx_isn: u32,
+        hw_index: u32,
+        tx: TxState,
+    ) -> Result<Arc<Self>> {
+        let ring_start = 0;
+        Arc::pin_init(
+            try_pin_init!(Self {
+                id,
+                nic,
+                port,
+                control,
+                cq,
+                sock,
+                target,
+                rx_isn,
+                hw_index,
+                stats: FlowStats {
+                    rx_placed: Atomic::new(0),
+                    rx_copied: Atomic::new(0),
+                    tx_merged: Atomic::new(0),
+                    tx_copied: Atomic::new(0),
+                },
+                tx_pending <- new_mutex!(KVec::new(), "zeronic::flow::tx_pending"),
+                tx_pending_hint: Atomic::new(false),
+                work <- new_work!("zeronic::flow::work"),
+                inner <- new_spinlock_irq!(FlowInner {
+                    phase: Phase::Attached,
+                    rx_done: 0,
+                    nic_cursor: 0,
+                    segs: KVec::new(),
+                    posted_end: 0,
+                    ring_head: ring_start,
+                    ring_reported: 0,
+                    ring_copied: false,
+                    eof: false,
+                    event_posted: false,
+                    nic_removed: false,
+                    tx,
+                }, "zeronic::flow"),
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Posts an entry with the flow's reserved or a free credit and wakes the
+    /// application if it armed the CQ.
+    pub(crate) fn complete(&self, cqe: &Cqe, credit: Credit) -> Result {
+        let res = self.cq.post(cqe, credit);
+        self.cq.notify();
+        res
+    }
+
+    /// Where byte `pos` of the stream lies: the region, the offset in it,
+    /// and how many bytes from there the target holds contiguously.
+    pub(crate) fn target_of(&self, inner: &FlowInner, pos: u64) -> Option<(Arc<MrShared>, u64, u64)> {
+        match &self.target {
+            RxTarget::Segments => {
+                let seg = inner
+                    .segs
+                    .iter()
+                    .find(|s| s.start <= pos && pos < s.end())?;
+                Some((
+                    seg.mr.clone(),
+                    seg.mr_off + (pos - seg.start),
+                    seg.end() - pos,
+                ))
+            }
+            RxTarget::Ring { mr, offset, size } => {
+                // Only the window the NIC may use: [head, head + size).
+                let limit = inner.ring_head + size;
+                if pos < inner.ring_head || pos >= limit {
+                    return None;
+                }
+                let in_ring = pos % size;
+                Some((mr.clone(), offset + in_ring, (size - in_ring).min(limit - pos)))
+            }
+        }
+    }
+
+    /// Consumes the in-order bytes TCP holds for the flow into their places,
+    /// completes what is complete, and moves the NIC's cursor past copied
+    /// bytes. Called by the ULP's `sk_data_ready` (softirq or the socket's
+    /// owner) and after posts and ring consumption (process context, socket
+    /// locked). Never sleeps.
+    ///
+    /// The flow's spinlock is taken per chunk, never across `read_sock()`,
+    /// which may transmit (ACKs) and must not run with interrupts off.
+    pub(crate) fn consume<C: LockContext>(self: &Arc<Self>, sk: &mut Locked<'_, C>) {
+        let mut placed = 0u64;
+        let mut copied = 0u64;
+        let mut copied_to = None;
+        let res = sk.read_sock(|chunk| {
+            let mut inner = self.inner.lock();
+            if inner.phase != Phase::Attached {
+                return 0;
+            }
+            let mut pos = stream_off(self.rx_isn, inner.rx_done, chunk.seq());
+            if pos != inner.rx_done {
+                // TCP hands out bytes in order from copied_seq, which is
+                // rx_isn + rx_done by construction.
+                return 0;
+            }
+            let mut used = 0usize;
+            for piece in chunk.pieces() {
+                let n = match &piece {
+                    Piece::Linear(b) => b.len(),
+                    // CAST: u32 -> usize is lossless.
+                    Piece::Page { len, .. } | Piece::Unreadable(len) => *len as usize,
+                };
+                let mut done = 0usize;
+                while done < n {
+                    let Some((mr, mr_off, room)) = self.target_of(&inner, pos) else {
+                        // Nowhere to put it yet: stop; the rest stays queued
+                        // (the window closes) until the application posts.
+                        inner.rx_done = pos;
+                        return used + done;
+                    };
+                    // CAST: bounded by `n - done`, a usize.
+                    let mut take = ((n - done) as u64).min(room) as usize;
+                    let ok = match &piece {
+                        Piece::Linear(b) => b.get(done..done + take).is_some_and(|src| {
+                            usize::try_from(mr_off)
+                                .is_ok_and(|at| mr.pages().write(at, src).is_ok())
+                        }),
+                        Piece::Page { page, offset, .. } => {
+                            // CAST: `done < n <= PAGE_SIZE`.
+                            let src_off = *offset + done as u32;
+                            let Some((dst, dst_off, in_page)) = mr.locate(mr_off) else {
+                                inner.rx_done = pos;
+                                return used + done;
+                            };
+                            // CAST: u32 -> usize is lossless.
+                            take = take.min(in_page as usize);
+                            if dst.as_ptr() == page.as_ptr() && dst_off == src_off {
+                                // The NIC wrote it there: nothing to do.
+                                placed += take as u64;
+                                done += take;
+                                pos += take as u64;
+                                continue;
+                            }
+                            // CAST: `take <= PAGE_SIZE`.
+                            usize::try_from(mr_off).is_ok_and(|at| {
+                                mr.pages()
+                                    .copy_from_page(at, page, src_off, take as u32)
+                                    .is_ok()
+                            })
+                        }
+                        Piece::Unreadable(_) => false,
+                    };
+                    if !ok {
+                        inner.rx_done = pos;
+                        return used + done;
+                    }
+                    copied += take as u64;
+                    done += take;
+                    pos += take as u64;
+                    copied_to = Some(pos);
+                    self.mark_copied(&mut inner, pos);
+                }
+                used += n;
+            }
+            inner.rx_done = pos;
+            used
+        });
+        if let Err(e) = res {
+            pr_debug!("flow {}: read_sock: {:?}\n", self.id, e);
+        }
+        self.stats.rx_placed.add(placed, Relaxed);
+        self.stats.rx_copied.add(copied, Relaxed);
+        let eof = sk.shutdown() & RCV_SHUTDOWN != 0 && sk.copied_seq() == sk.rcv_nxt();
+        let mut inner = self.inner.lock();
+        if inner.phase != Phase::Attached {
+            return;
+        }
+        if let Some(to) = copied_to {
+            if to > inner.nic_cursor {
+                inner.nic_cursor = to;
+                self.update_nic(FLOWU_CURSOR, to);
+            }
+        }
+        let progressed = placed + copied != 0;
+        self.complete_rx(&mut inner, progressed, eof);
+    }
+
+    /// Notes that bytes up to `pos` were copied (for the completions' flag).
+    fn mark_copied(&self, inner: &mut FlowInner, pos: u64) {
+        match self.target {
+            RxTarget::Segments => {
+                if let Some(seg) = inner.segs.iter_mut().find(|s| s.start < pos && pos <= s.end()) {
+                    seg.copied = true;
+                }
+            }
+            RxTarget::Ring { .. } => inner.ring_copied = true,
+        }
+    }
+
+    /// Posts the completions the consumed bytes allow.
+    fn complete_rx(&self, inner: &mut FlowInner, progressed: bool, eof: bool) {
+        match self.target {
+            RxTarget::Segments => {
+                while inner.segs.first().is_some_and(|s| s.end() <= inner.rx_done) {
+                    let Ok(seg) = inner.segs.remove(0) else {
+                        break;
+                    };
+                    let _ = self.complete(&recv_cqe(self.id, &seg, seg.len, 0, 0), Credit::Reserved);
+                }
+                if eof && !inner.eof {
+                    inner.eof = true;
+                    // The partly filled segment, and those after it, end here.
+                    let segs = core::mem::take(&mut inner.segs);
+                    for seg in segs {
+                        // CAST: the filled part of a segment fits its u32 length.
+                        let filled = inner.rx_done.saturating_sub(seg.start).min(u64::from(seg.len)) as u32;
+                        let _ = self.complete(
+                            &recv_cqe(self.id, &seg, filled, 0, uapi::CQE_F_EOF),
+                            Credit::Reserved,
+                        );
+                    }
+                }
+            }
+            RxTarget::Ring { .. } => {
+                if progressed || (eof && !inner.eof) {
+                    if eof {
+                        inner.eof = true;
+                    }
+                    self.report_ring(inner);
+                }
+            }
+        }
+        if eof {
+            self.post_event(inner, 0, uapi::CQE_F_EOF);
+        }
+    }
+
+    /// Stream mode: reports the bytes not reported yet, if a CQ entry is
+    /// free (otherwise a later consume, post or ring consumption does).
+    pub(crate) fn report_ring(&self, inner: &mut FlowInner) {
+        let new = inner.rx_done - inner.ring_reported;
+        if new == 0 && !inner.eof {
+            return;
+        }
+        let mut flags = 0;
+        if inner.ring_copied {
+            flags |= uapi::CQE_F_COPIED;
+        }
+        if inner.eof {
+            flags |= uapi::CQE_F_EOF;
+        }
+        let cqe = Cqe {
+            stream_off: inner.ring_reported,
+            // CAST: at most the ring's size, which fits u32 (checked at attach).
+            len: new as u32,
+            flow: self.id,
+            opcode: uapi::CQE_STREAM_DATA,
+            flags,
+            ..Default::default()
+        };
+        if self.complete(&cqe, Credit::Free).is_ok() {
+            inner.ring_reported = inner.rx_done;
+            inner.ring_copied = false;
+        }
+    }
+
+    /// Posts the flow's EOF or reset event, once.
+    fn post_event(&self, inner: &mut FlowInner, status: u16, flags: u32) {
+        if inner.event_posted {
+            return;
+        }
+        inner.event_posted = true;
+        let cqe = Cqe {
+            stream_off: inner.rx_done,
+            flow: self.id,
+            opcode: uapi::CQE_FLOW,
+            status,
+            flags,
+            ..Default::default()
+        };
+        let _ = self.complete(&cqe, Credit::Reserved);
+    }
+
+    /// Posts a `CMD_FLOW_UPDATE` without waiting (any context).
+    pub(crate) fn update_nic(&self, flag: u16, stream_off: u64) {
+        let cmd = CmdFlow {
+            opcode: CMD_FLOW_UPDATE,
+            flags: flag,
+            flow: self.hw_index,
+            stream_off,
+            ..Default::default()
+        };
+        if let Err(e) = self.control.submit(cmd.encode(), None) {
+            pr_debug!("flow {}: update {} not posted: {:?}\n", self.id, flag, e);
+        }
+    }
+
+    /// The connection changed state (the ULP's `sk_state_change`): a reset or
+    /// a timeout ends the flow's data path.
+    pub(crate) fn state_changed<C: LockContext>(self: &Arc<Self>, sk: &Locked<'_, C>) {
+        if !matches!(sk.state(), TcpState::Close) {
+            return;
+        }
+        let err = sk.err();
+        let mut inner = self.inner.lock();
+        if inner.phase != Phase::Attached {
+            return;
+        }
+        inner.phase = Phase::Reset;
+        // CAST: errno values are small positive numbers.
+        let status = if err != 0 { err.unsigned_abs() as u16 } else { ECONNRESET.to_errno().unsigned_abs() as u16 };
+        self.post_event(&mut inner, status, 0);
+        drop(inner);
+        // From softirq: the segments go back once the NIC confirmed.
+        let remove = CmdFlow {
+            opcode: CMD_FLOW_REMOVE,
+            flow: self.hw_index,
+            ..Default::default()
+        };
+        let done: Arc<dyn CmdDone> = self.clone();
+        if self.control.submit(remove.encode(), Some(done)).is_err() {
+            // The NIC is broken or going away: its reset will stop it; the
+            // segments are given back when the flow is detached.
+        }
+    }
+
+    /// Gives the posted segments back (after the NIC confirmed the flow is
+    /// removed), with `status`.
+    pub(crate) fn flush_segments(&self, inner: &mut FlowInner, status: u16) {
+        let segs = core::mem::take(&mut inner.segs);
+        for seg in segs {
+            // CAST: as in `complete_rx`.
+            let filled = inner.rx_done.saturating_sub(seg.start).min(u64::from(seg.len)) as u32;
+            let _ = self.complete(&recv_cqe(self.id, &seg, filled, status, 0), Credit::Reserved);
+        }
+    }
+}
+
+/// The completion of a receive segment.
+fn recv_cqe(flow: u32, seg: &Seg, len: u32, status: u16, flags: u32) -> Cqe {
+    Cqe {
+        wr_id: seg.wr_id,
+        stream_off: seg.start,
+        len,
+        flow,
+        opcode: uapi::CQE_RECV,
+        status,
+        flags: flags | if seg.copied { uapi::CQE_F_COPIED } else { 0 },
+    }
+}
+
+impl CmdDone for Flow {
+    /// `CMD_FLOW_REMOVE` posted at a reset completed: the NIC places nothing
+    /// any more, so the segments go back (`ECONNRESET`).
+    fn done(&self, c: &CmdCompletion) {
+        if c.status != status::ST_OK {
+            pr_warn!("flow {}: NIC flow removal: status {}\n", self.id, c.status);
+        }
+        let mut inner = self.inner.lock();
+        inner.nic_removed = true;
+        // CAST: errno values are small positive numbers.
+        self.flush_segments(&mut inner, ECONNRESET.to_errno().unsigned_abs() as u16);
+    }
+}
+
+/// The `FLOWU_RING_HEAD` flag, re-exported for the stream consume path.
+pub(crate) const RING_HEAD: u16 = FLOWU_RING_HEAD;

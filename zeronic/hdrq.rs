@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The header queue: receipt skbs for Linux TCP.
+//!
+//! For every entry of a port's header queue (a packet, or several coalesced
+//! in-order packets, of an attached flow whose payload the NIC placed, or a
+//! duplicate it did not rewrite) the NAPI poller builds one skb, or a few if
+//! the payload needs more than `MAX_SKB_FRAGS` fragments:
+//!
+//! - the linear part is the Ethernet, IPv4 and TCP header as received (of
+//!   the last packet, with its ACK, window and timestamps), with the IPv4
+//!   total length and checksum rewritten for the payload the skb covers and
+//!   the TCP sequence number of its first byte, as LRO drivers do;
+//! - the fragments are the application's pages at that stream offset (the
+//!   posted segment or the ring), each with its own page reference, so the
+//!   skb stays valid whatever happens to the registration; bytes TCP already
+//!   consumed (duplicates below the flow's completion point, whose buffers
+//!   may be back with the application) point at a zeroed page instead: TCP
+//!   drops such old data without reading it;
+//! - `CHECKSUM_UNNECESSARY` (the NIC verified every packet before writing
+//!   it, hardware spec §9), GSO size and segments when the entry covers
+//!   several packets (TCP measures the peer's MSS from them).
+//!
+//! TCP then does everything it does for any packet. The flow's ULP consumes
+//! the in-order bytes without copying them (`Flow::consume`).
+
+use kernel::{
+    net::{
+        napi::NapiContext,
+        skbuff::{
+            RxChecksum,
+            MAX_SKB_FRAGS, //
+        },
+    },
+    page::Page,
+    prelude::*,
+    sync::Arc,
+};
+
+use crate::{
+    flow::{
+        stream_off,
+        Flow,
+        Phase, //
+    },
+    hw::desc::{
+        HdrEntry,
+        HDRF_NO_PAYLOAD,
+        HDRQ_ENTRY_SIZE,
+        HDRQ_HDR_OFFSET, //
+    },
+};
+
+/// Ethernet + minimal IPv4 + minimal TCP header.
+const MIN_HDR: usize = 14 + 20 + 20;
+const ETH_P_IP: u16 = 0x0800;
+const IPPROTO_TCP: u8 = 6;
+/// TCP flags only the last skb of a split entry keeps.
+const TCP_FIN: u8 = 0x01;
+const TCP_PSH: u8 = 0x08;
+
+/// Offsets of the parts of a received header.
+struct Layout {
+    /// Offset of the IPv4 header.
+    ip: usize,
+    /// IPv4 header length.
+    ip_len: usize,
+    /// Offset of the TCP header.
+    tcp: usize,
+    /// Total header length.
+    len: usize,
+}
+
+/// Checks that `hdr` is exactly an Ethernet II + IPv4 + TCP header (what the
+/// NIC reports for flows) and returns its layout.
+fn parse(hdr: &[u8]) -> Option<Layout> {
+    if hdr.len() < MIN_HDR {
+        return None;
+    }
+    let ethertype = u16::from_be_bytes([*hdr.get(12)?, *hdr.get(13)?]);
+    let vihl = *hdr.get(14)?;
+    if ethertype != ETH_P_IP || vihl >> 4 != 4 || *hdr.get(23)? != IPPROTO_TCP {
+        return None;
+    }
+    let ip_len = usize::from(vihl & 0xf) * 4;
+    let tcp = 14 + ip_len;
+    let tcp_len = usize::from(*hdr.get(tcp + 12)? >> 4) * 4;
+    if ip_len < 20 || tcp_len < 20 || tcp + tcp_len != hdr.len() {
+        return None;
+    }
+    Some(Layout {
+        ip: 14,
+        ip_len,
+        tcp,
+        len: hdr.len(),
+    })
+}
+
+/// The IPv4 header checksum of `ip` (its checksum field zeroed first).
+fn ip_checksum(ip: &mut [u8]) -> u16 {
+    if let Some(c) = ip.get_mut(10..12) {
+        c.copy_from_slice(&[0, 0]);
+    }
+    let mut sum: u32 = 0;
+    for w in ip.chunks_exact(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    // CAST: folded to 16 bits above.
+    !(sum as u16)
+}
+
+/// Rewrites the header of an skb covering `len` payload bytes from TCP
+/// sequence `seq`; `last` keeps FIN and PSH.
+fn fix_header(h: &mut [u8], l: &Layout, seq: u32, len: u32, last: bool) -> Result {
+    let tot = u16::try_from(l.ip_len + (l.len - l.tcp) + len as usize).map_err(|_| EINVAL)?;
+    h.get_mut(l.ip + 2..l.ip + 4)
+        .ok_or(EINVAL)?
+        .copy_from_slice(&tot.to_be_bytes());
+    let ip = h.get_mut(l.ip..l.ip + l.ip_len).ok_or(EINVAL)?;
+    let csum = ip_checksum(ip);
+    ip.get_mut(10..12)
+        .ok_or(EINVAL)?
+        .copy_from_slice(&csum.to_be_bytes());
+    h.get_mut(l.tcp + 4..l.tcp + 8)
+        .ok_or(EINVAL)?
+        .copy_from_slice(&seq.to_be_bytes());
+    if !last {
+        if let Some(f) = h.get_mut(l.tcp + 13) {
+            *f &= !(TCP_FIN | TCP_PSH);
+        }
+    }
+    Ok(())
+}
+
+/// Builds and delivers the skbs of one header-queue entry (`raw`, a whole
+/// 256-byte slot) of `flow`; returns the skbs and bytes delivered.
+pub(crate) fn deliver(
+    ctx: &mut NapiContext<'_>,
+    flow: &Arc<Flow>,
+    raw: &[u8; HDRQ_ENTRY_SIZE],
+    zero: &Page,
+) -> Result<(u64, u64)> {
+    let mut delivered = (0u64, 0u64);
+    let head: &[u8; 64] = raw.get(..64).and_then(|b| b.try_into().ok()).ok_or(EINVAL)?;
+    let e = HdrEntry::decode(head);
+    let hdr = raw
+        .get(HDRQ_HDR_OFFSET..HDRQ_HDR_OFFSET + usize::from(e.hdr_len))
+        .ok_or(EINVAL)?;
+    let layout = parse(hdr).ok_or(EINVAL)?;
+    let payload = if e.flags & HDRF_NO_PAYLOAD != 0 { 0 } else { e.len };
+    let mut pos = e.stream_off;
+    let end = pos.checked_add(u64::from(payload)).ok_or(EINVAL)?;
+    // The NIC's stream offset agrees with the sequence number it reports.
+    if stream_off(flow.rx_isn, pos, e.seq) != pos {
+        return Err(EINVAL);
+    }
+    let mss = if e.nsegs > 1 {
+        // CAST: at most `len`, a u32 below 64 KiB for coalesced entries.
+        payload.div_ceil(u32::from(e.nsegs)).min(u32::from(u16::MAX)) as u16
+    } else {
+        0
+    };
+    loop {
+        let first = pos;
+        let mut skb = ctx.alloc_skb(u32::from(e.hdr_len))?;
+        skb.put_data(hdr)?;
+        {
+            // Fragments for [pos, end), at most MAX_SKB_FRAGS, chosen under
+            // the flow's lock (the segments may go back meanwhile).
+            let mut inner = flow.inner.lock();
+            if inner.phase != Phase::Attached {
+                return Ok(delivered);
+            }
+            inner.nic_cursor = inner.nic_cursor.max(e.cursor);
+            while pos < end && usize::from(skb.nr_frags()) < MAX_SKB_FRAGS {
+                if pos < inner.rx_done {
+                    // Already consumed: TCP drops it unread.
+                    // CAST: at most 4096.
+                    let n = (inner.rx_done - pos).min(end - pos).min(4096) as u32;
+                    skb.add_rx_frag_ref(zero, 0, n, n)?;
+                    pos += u64::from(n);
+                    continue;
+                }
+                let (mr, mr_off, room) = flow.target_of(&inner, pos).ok_or(EINVAL)?;
+                let (page, off, in_page) = mr.locate(mr_off).ok_or(EINVAL)?;
+                // CAST: bounded by `in_page`, a u32.
+                let n = u64::from(in_page).min(room).min(end - pos) as u32;
+                skb.add_rx_frag_ref(&page, off, n, n)?;
+                pos += u64::from(n);
+            }
+        }
+        let last = pos >= end;
+        // CAST: truncation to the sequence space is the point.
+        let seq = e.seq.wrapping_add((first - e.stream_off) as u32);
+        // CAST: one skb covers at most MAX_SKB_FRAGS pages.
+        let len = (pos - first) as u32;
+        fix_header(skb.data_mut()?, &layout, seq, len, last)?;
+        if mss != 0 && len > u32::from(mss) {
+            // CAST: a few dozen segments at most.
+            skb.set_rx_gso_tcpv4(mss, len.div_ceil(u32::from(mss)) as u16)?;
+        }
+        skb.set_rx_checksum(RxChecksum::Unnecessary)?;
+        skb.eth_type_trans(ctx.dev())?;
+        delivered.0 += 1;
+        delivered.1 += u64::from(e.hdr_len) + u64::from(len);
+        ctx.gro_receive(skb);
+        if last {
+            break;
+        }
+    }
+    Ok(delivered)
+}
