@@ -4,11 +4,11 @@
 //! own. `docs/uapi.md` explains each call.
 //!
 //! - [`raw`]: everything bindgen generated, C names (`zeronic_query`, ...).
-//! - The structs under their Rust names ([`Query`], [`MrReg`], ...), the
-//!   constants without their `ZERONIC_` prefix, and the ioctl command words
-//!   ([`IOC_QUERY`], [`IOC_MR_REG`], [`IOC_MR_DEREG`]).
-//! - Thin wrappers of the three calls ([`query`], [`mr_reg`], [`mr_dereg`])
-//!   returning the kernel's errno as [`nix::errno::Errno`].
+//! - The structs under their Rust names ([`Query`], [`MrReg`], [`Cqe`], ...),
+//!   the constants without their `ZERONIC_` prefix, and the ioctl command
+//!   words ([`IOC_QUERY`], [`IOC_MR_REG`], ..., [`IOC_FLOW_QUERY`]).
+//! - Thin wrappers of the registration calls ([`query`], [`mr_reg`],
+//!   [`mr_dereg`]) returning the kernel's errno as [`nix::errno::Errno`].
 
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -27,8 +27,11 @@ pub mod raw {
 }
 
 pub use raw::{
-    zeronic_mr_dereg as MrDereg, zeronic_mr_reg as MrReg, zeronic_port_info as PortInfo,
-    zeronic_query as Query,
+    zeronic_cq_create as CqCreate, zeronic_cq_destroy as CqDestroy, zeronic_cq_ring as CqRing,
+    zeronic_cqe as Cqe, zeronic_flow_attach as FlowAttach, zeronic_flow_detach as FlowDetach,
+    zeronic_flow_query as FlowQuery, zeronic_mr_dereg as MrDereg, zeronic_mr_reg as MrReg,
+    zeronic_port_info as PortInfo, zeronic_post as Post, zeronic_query as Query,
+    zeronic_stream_consume as StreamConsume, zeronic_wr as Wr,
 };
 
 /// `ZERONIC_UAPI_VERSION`: the ABI version the header describes.
@@ -52,6 +55,35 @@ pub const IOC_QUERY: u32 = raw::ZERONIC_IOC_QUERY_NR;
 pub const IOC_MR_REG: u32 = raw::ZERONIC_IOC_MR_REG_NR;
 /// `ZERONIC_IOC_MR_DEREG`: `_IOW(0xDA, 0x04, struct zeronic_mr_dereg)`.
 pub const IOC_MR_DEREG: u32 = raw::ZERONIC_IOC_MR_DEREG_NR;
+/// `ZERONIC_IOC_CQ_CREATE`: `_IOWR(0xDA, 0x10, struct zeronic_cq_create)`.
+pub const IOC_CQ_CREATE: u32 = raw::ZERONIC_IOC_CQ_CREATE_NR;
+/// `ZERONIC_IOC_CQ_DESTROY`: `_IOW(0xDA, 0x11, struct zeronic_cq_destroy)`.
+pub const IOC_CQ_DESTROY: u32 = raw::ZERONIC_IOC_CQ_DESTROY_NR;
+/// `ZERONIC_IOC_FLOW_ATTACH`: `_IOWR(0xDA, 0x12, struct zeronic_flow_attach)`.
+pub const IOC_FLOW_ATTACH: u32 = raw::ZERONIC_IOC_FLOW_ATTACH_NR;
+/// `ZERONIC_IOC_FLOW_DETACH`: `_IOW(0xDA, 0x13, struct zeronic_flow_detach)`.
+pub const IOC_FLOW_DETACH: u32 = raw::ZERONIC_IOC_FLOW_DETACH_NR;
+/// `ZERONIC_IOC_POST`: `_IOWR(0xDA, 0x14, struct zeronic_post)`.
+pub const IOC_POST: u32 = raw::ZERONIC_IOC_POST_NR;
+/// `ZERONIC_IOC_STREAM_CONSUME`: `_IOW(0xDA, 0x15, struct zeronic_stream_consume)`.
+pub const IOC_STREAM_CONSUME: u32 = raw::ZERONIC_IOC_STREAM_CONSUME_NR;
+/// `ZERONIC_IOC_FLOW_QUERY`: `_IOWR(0xDA, 0x16, struct zeronic_flow_query)`.
+pub const IOC_FLOW_QUERY: u32 = raw::ZERONIC_IOC_FLOW_QUERY_NR;
+
+/// `ZERONIC_CQ_MIN_ENTRIES`, `ZERONIC_CQ_MAX_ENTRIES`: CQ sizes.
+pub const CQ_MIN_ENTRIES: u32 = raw::ZERONIC_CQ_MIN_ENTRIES;
+/// See [`CQ_MIN_ENTRIES`].
+pub const CQ_MAX_ENTRIES: u32 = raw::ZERONIC_CQ_MAX_ENTRIES;
+/// `ZERONIC_CQ_ARMED`: [`CqRing::flags`] bit the application sets.
+pub const CQ_ARMED: u32 = raw::ZERONIC_CQ_ARMED;
+/// `ZERONIC_RX_MESSAGE`: receive into posted segments.
+pub const RX_MESSAGE: u32 = raw::ZERONIC_RX_MESSAGE;
+/// `ZERONIC_RX_STREAM`: receive into a ring.
+pub const RX_STREAM: u32 = raw::ZERONIC_RX_STREAM;
+/// `ZERONIC_WR_SEND`: a send work request.
+pub const WR_SEND: u16 = raw::ZERONIC_WR_SEND as u16;
+/// `ZERONIC_WR_RECV`: a receive segment.
+pub const WR_RECV: u16 = raw::ZERONIC_WR_RECV as u16;
 
 /// `ZERONIC_ACCESS_*`: what the NIC may do with a registered region.
 pub const ACCESS_LOCAL_READ: u32 = raw::ZERONIC_ACCESS_LOCAL_READ;
@@ -142,7 +174,7 @@ mod tests {
 
     #[test]
     fn version_and_path() {
-        assert_eq!(UAPI_VERSION, 2);
+        assert_eq!(UAPI_VERSION, 3);
         assert_eq!(DEVICE_PATH.to_str(), Ok("/dev/zeronic"));
         assert_eq!(IOCTL_TYPE, 0xDA);
         assert_eq!(MAX_PORTS, 2);
@@ -154,6 +186,38 @@ mod tests {
         assert_eq!(size_of::<PortInfo>(), 16);
         assert_eq!(size_of::<MrReg>(), 32);
         assert_eq!(size_of::<MrDereg>(), 16);
+        assert_eq!(size_of::<CqCreate>(), 32);
+        assert_eq!(size_of::<CqDestroy>(), 8);
+        assert_eq!(size_of::<CqRing>(), 64);
+        assert_eq!(size_of::<Cqe>(), 32);
+        assert_eq!(size_of::<FlowAttach>(), 56);
+        assert_eq!(size_of::<FlowDetach>(), 8);
+        assert_eq!(size_of::<Wr>(), 32);
+        assert_eq!(size_of::<Post>(), 24);
+        assert_eq!(size_of::<StreamConsume>(), 16);
+        assert_eq!(size_of::<FlowQuery>(), 80);
+    }
+
+    #[test]
+    fn v3_layout() {
+        assert_eq!(offset_of!(CqCreate, eventfd), 4);
+        assert_eq!(offset_of!(CqCreate, cq), 8);
+        assert_eq!(offset_of!(CqCreate, mmap_offset), 16);
+        assert_eq!(offset_of!(CqCreate, mmap_size), 24);
+        assert_eq!(offset_of!(CqRing, entries_offset), 16);
+        assert_eq!(offset_of!(Cqe, len), 16);
+        assert_eq!(offset_of!(Cqe, opcode), 24);
+        assert_eq!(offset_of!(Cqe, flags), 28);
+        assert_eq!(offset_of!(FlowAttach, ring_key), 16);
+        assert_eq!(offset_of!(FlowAttach, flow), 40);
+        assert_eq!(offset_of!(FlowAttach, reserved1), 52);
+        assert_eq!(offset_of!(Wr, len), 24);
+        assert_eq!(offset_of!(Wr, opcode), 28);
+        assert_eq!(offset_of!(Post, wrs), 8);
+        assert_eq!(offset_of!(Post, posted), 16);
+        assert_eq!(offset_of!(StreamConsume, stream_off), 8);
+        assert_eq!(offset_of!(FlowQuery, rx_posted), 56);
+        assert_eq!(offset_of!(FlowQuery, reserved), 64);
     }
 
     #[test]
@@ -209,6 +273,13 @@ mod tests {
             IOC_MR_DEREG as nix::sys::ioctl::ioctl_num_type,
             nix::request_code_write!(t, 0x04, size_of::<MrDereg>())
         );
+        assert_eq!(IOC_CQ_CREATE, 0xC020_DA10);
+        assert_eq!(IOC_CQ_DESTROY, 0x4008_DA11);
+        assert_eq!(IOC_FLOW_ATTACH, 0xC038_DA12);
+        assert_eq!(IOC_FLOW_DETACH, 0x4008_DA13);
+        assert_eq!(IOC_POST, 0xC018_DA14);
+        assert_eq!(IOC_STREAM_CONSUME, 0x4010_DA15);
+        assert_eq!(IOC_FLOW_QUERY, 0xC050_DA16);
     }
 
     #[test]
