@@ -5,8 +5,9 @@
 # other command words of its type, with random and hostile arguments from
 # several processes and threads (shared files, files passed over SCM_RIGHTS,
 # forked callers, some killed mid-registration; as root, as root without
-# CAP_IPC_LOCK, as nobody), while it unbinds and binds the NIC and changes
-# the ports' MTUs. Its oracles become the cases below; this script adds the
+# CAP_IPC_LOCK, as nobody; flows attached to TCP connections across the
+# link), while it unbinds and binds the NIC (setting the new ports up again)
+# and changes the ports' MTUs. Its oracles become the cases below; this script adds the
 # kernel log and a working link afterwards. ZN_FUZZ_SECS and ZN_FUZZ_SEED
 # override the duration and the seed (the seed is printed either way).
 set -u
@@ -28,7 +29,7 @@ CHECKS=(
 	"documented-errnos|every call returned 0 or an errno the header documents for it"
 	"consistent-results|results agree with their arguments (exact errnos, failures, QUERY fields, fresh nonzero keys)"
 	"processes|every worker, forked caller and the racer ended as planned"
-	"coverage|each call both succeeded and failed, files passed over SCM_RIGHTS, callers killed mid-registration"
+	"coverage|every call failed, and QUERY, MR_REG, MR_DEREG, CQ_CREATE and FLOW_ATTACH succeeded, at least once; files passed over SCM_RIGHTS; callers killed mid-registration"
 	"races|the NIC was unbound and bound, MTUs changed, during the calls"
 	"vmpin|each worker's VmPin back to its start once every file was closed"
 	"nic-counters|NIC 0's mr_in_use, pinned_pages, held_pages back to their start"
@@ -48,7 +49,9 @@ out=$(mktemp)
 # A hung driver must not hang the test: zn-fuzz gives its processes 3
 # minutes beyond SECS to end, this gives it 2 more.
 timeout -k 10 $((SECS + 300)) "$FUZZ" --secs "$SECS" "${seed[@]}" --pci "$ZN_PCI" \
-	--netns "$ZN_NS_A" --netns "$ZN_NS_B" --iface "$ZN_IF_A" --iface "$ZN_IF_B" >"$out" 2>&1
+	--netns "$ZN_NS_A" --netns "$ZN_NS_B" --iface "$ZN_IF_A" --iface "$ZN_IF_B" \
+	--after-bind ". '$ZN_ROOT/qemu/guest/net-setup' && zn_net_setup" \
+	--tcp "$ZN_NS_A,$ZN_NS_B,$ZN_ADDR_B" >"$out" 2>&1
 rc=$?
 sed 's/^/# /' "$out"
 [ "$rc" -lt 124 ] || ktap_print_msg "zn-fuzz did not finish (exit $rc)"

@@ -7,7 +7,10 @@
 //! Allocation-free (static slices), so forked children use it.
 
 use nix::errno::Errno;
-use nix::errno::Errno::{E2BIG, EFAULT, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, ENOTTY};
+use nix::errno::Errno::{
+    E2BIG, EACCES, EAFNOSUPPORT, EAGAIN, EBADF, EBUSY, EEXIST, EFAULT, EINVAL, EIO, ENODEV, ENOENT,
+    ENOMEM, ENOSPC, ENOTCONN, ENOTSOCK, ENOTTY, EPIPE, EPROTONOSUPPORT, ERANGE,
+};
 
 /// The calls the fuzzer makes. `Unknown` is any other command word of the
 /// driver's ioctl type (0xDA): a wrong number, size or direction, or one of
@@ -17,15 +20,29 @@ pub enum Call {
     /// `ZERONIC_IOC_QUERY`.
     Query = 0,
     /// `ZERONIC_IOC_MR_REG`.
-    MrReg = 1,
+    MrReg,
     /// `ZERONIC_IOC_MR_DEREG`.
-    MrDereg = 2,
+    MrDereg,
+    /// `ZERONIC_IOC_CQ_CREATE`.
+    CqCreate,
+    /// `ZERONIC_IOC_CQ_DESTROY`.
+    CqDestroy,
+    /// `ZERONIC_IOC_FLOW_ATTACH`.
+    FlowAttach,
+    /// `ZERONIC_IOC_FLOW_DETACH`.
+    FlowDetach,
+    /// `ZERONIC_IOC_POST`.
+    Post,
+    /// `ZERONIC_IOC_STREAM_CONSUME`.
+    StreamConsume,
+    /// `ZERONIC_IOC_FLOW_QUERY`.
+    FlowQuery,
     /// Any other command word with type 0xDA.
-    Unknown = 3,
+    Unknown,
 }
 
 /// Number of [`Call`] kinds.
-pub const CALLS: usize = 4;
+pub const CALLS: usize = 11;
 
 impl Call {
     /// The header's name of the call.
@@ -34,12 +51,31 @@ impl Call {
             Call::Query => "ZERONIC_IOC_QUERY",
             Call::MrReg => "ZERONIC_IOC_MR_REG",
             Call::MrDereg => "ZERONIC_IOC_MR_DEREG",
+            Call::CqCreate => "ZERONIC_IOC_CQ_CREATE",
+            Call::CqDestroy => "ZERONIC_IOC_CQ_DESTROY",
+            Call::FlowAttach => "ZERONIC_IOC_FLOW_ATTACH",
+            Call::FlowDetach => "ZERONIC_IOC_FLOW_DETACH",
+            Call::Post => "ZERONIC_IOC_POST",
+            Call::StreamConsume => "ZERONIC_IOC_STREAM_CONSUME",
+            Call::FlowQuery => "ZERONIC_IOC_FLOW_QUERY",
             Call::Unknown => "unknown command word",
         }
     }
 
     /// All kinds, in index order.
-    pub const ALL: [Call; CALLS] = [Call::Query, Call::MrReg, Call::MrDereg, Call::Unknown];
+    pub const ALL: [Call; CALLS] = [
+        Call::Query,
+        Call::MrReg,
+        Call::MrDereg,
+        Call::CqCreate,
+        Call::CqDestroy,
+        Call::FlowAttach,
+        Call::FlowDetach,
+        Call::Post,
+        Call::StreamConsume,
+        Call::FlowQuery,
+        Call::Unknown,
+    ];
 }
 
 /// "Errors (errno), common to all calls" of the header.
@@ -47,7 +83,33 @@ const COMMON: &[Errno] = &[ENOTTY, EFAULT, EINVAL, ENODEV];
 /// "ZERONIC_IOC_MR_REG:" of the header.
 const MR_REG: &[Errno] = &[EINVAL, E2BIG, EFAULT, ENOMEM, ENOSPC, EIO];
 /// "ZERONIC_IOC_MR_DEREG:" of the header.
-const MR_DEREG: &[Errno] = &[ENOENT, EIO];
+const MR_DEREG: &[Errno] = &[ENOENT, EIO, EBUSY];
+/// "ZERONIC_IOC_CQ_CREATE:".
+const CQ_CREATE: &[Errno] = &[EINVAL, EBADF, ENOMEM];
+/// "ZERONIC_IOC_CQ_DESTROY:".
+const CQ_DESTROY: &[Errno] = &[ENOENT, EBUSY];
+/// "ZERONIC_IOC_FLOW_ATTACH:".
+const FLOW_ATTACH: &[Errno] = &[
+    EBADF,
+    ENOTSOCK,
+    EPROTONOSUPPORT,
+    EAFNOSUPPORT,
+    ENOTCONN,
+    EEXIST,
+    ENODEV,
+    ENOENT,
+    EACCES,
+    EINVAL,
+    EAGAIN,
+    ENOSPC,
+    EIO,
+];
+/// "ZERONIC_IOC_FLOW_DETACH, FLOW_QUERY, STREAM_CONSUME:".
+const FLOW_ID: &[Errno] = &[ENOENT];
+/// "ZERONIC_IOC_POST" ("the errno is the first refused request's").
+const POST: &[Errno] = &[ENOENT, EINVAL, EFAULT, EACCES, ERANGE, EAGAIN, EPIPE];
+/// "ZERONIC_IOC_STREAM_CONSUME:", besides [`FLOW_ID`].
+const STREAM_CONSUME: &[Errno] = &[ENOENT, EINVAL];
 /// An unknown command word: "ENOTTY unknown ioctl number".
 const UNKNOWN: &[Errno] = &[ENOTTY];
 
@@ -57,11 +119,17 @@ fn own(call: Call) -> &'static [Errno] {
         Call::Query | Call::Unknown => &[],
         Call::MrReg => MR_REG,
         Call::MrDereg => MR_DEREG,
+        Call::CqCreate => CQ_CREATE,
+        Call::CqDestroy => CQ_DESTROY,
+        Call::FlowAttach => FLOW_ATTACH,
+        Call::FlowDetach | Call::FlowQuery => FLOW_ID,
+        Call::Post => POST,
+        Call::StreamConsume => STREAM_CONSUME,
     }
 }
 
-/// Whether `call` may fail with `e`. The three calls may return the common
-/// errnos and their own, except ENOTTY, which says the command word is not
+/// Whether `call` may fail with `e`. Each call may return the common
+/// errnos and its own, except ENOTTY, which says the command word is not
 /// one of them; an unknown command word fails with ENOTTY only.
 pub fn allowed(call: Call, e: Errno) -> bool {
     match call {
@@ -101,7 +169,8 @@ impl ErrnoName for Errno {
             EACCES EFAULT ENOTBLK EBUSY EEXIST EXDEV ENODEV ENOTDIR EISDIR EINVAL ENFILE EMFILE
             ENOTTY ETXTBSY EFBIG ENOSPC ESPIPE EROFS EMLINK EPIPE EDOM ERANGE EDEADLK ENAMETOOLONG
             ENOLCK ENOSYS ENOTEMPTY ELOOP ENOMSG EIDRM ENOSTR ENODATA ETIME ENOSR EOVERFLOW
-            EBADFD EILSEQ EUSERS ENOTSOCK EMSGSIZE EPROTOTYPE ENOPROTOOPT EOPNOTSUPP EADDRINUSE
+            EBADFD EILSEQ EUSERS ENOTSOCK EMSGSIZE EPROTOTYPE ENOPROTOOPT EPROTONOSUPPORT
+            ESOCKTNOSUPPORT EAFNOSUPPORT EADDRNOTAVAIL EOPNOTSUPP EADDRINUSE
             ENETDOWN ENETUNREACH ECONNRESET ENOBUFS EISCONN ENOTCONN ETIMEDOUT ECONNREFUSED
             EHOSTUNREACH EALREADY EINPROGRESS ESTALE EDQUOT ECANCELED EOWNERDEAD ENOTRECOVERABLE
             ERFKILL EHWPOISON)
@@ -113,7 +182,10 @@ mod tests {
     use super::*;
 
     /// The header's errno block: section name ("common", "ZERONIC_IOC_MR_REG",
-    /// ...) -> errno names listed in it.
+    /// ...) -> errno names listed in it. A section line starts with
+    /// `ZERONIC_IOC_` and may name several calls ("ZERONIC_IOC_FLOW_DETACH,
+    /// FLOW_QUERY, STREAM_CONSUME:") and continue with a remark in
+    /// parentheses; a call may have more than one section.
     fn header_lists() -> Vec<(String, Vec<String>)> {
         let header = include_str!("../../../uapi/linux/zeronic.h");
         let start = header
@@ -122,16 +194,32 @@ mod tests {
         let block = &header[start..];
         let block = &block[..block.find("*/").expect("unterminated comment")];
         let mut out: Vec<(String, Vec<String>)> = vec![("common".into(), Vec::new())];
+        let mut current: Vec<String> = vec!["common".into()];
         for line in block.lines().skip(1) {
             let text = line.trim_start().trim_start_matches('*').trim();
             if text.starts_with("Lifetime:") || text.starts_with("Accounting:") {
                 break;
             }
-            if let Some(call) = text.strip_suffix(':') {
-                if call.starts_with("ZERONIC_IOC_") {
-                    out.push((call.to_string(), Vec::new()));
-                    continue;
+            if text.starts_with("ZERONIC_IOC_") {
+                let names = text.split(['(', ':']).next().unwrap_or("");
+                current = names
+                    .split(',')
+                    .map(|n| n.trim())
+                    .filter(|n| !n.is_empty())
+                    .map(|n| {
+                        if n.starts_with("ZERONIC_IOC_") {
+                            n.to_string()
+                        } else {
+                            format!("ZERONIC_IOC_{n}")
+                        }
+                    })
+                    .collect();
+                for n in &current {
+                    if !out.iter().any(|(x, _)| x == n) {
+                        out.push((n.clone(), Vec::new()));
+                    }
                 }
+                continue;
             }
             // An errno line: the name in the first column of the comment.
             let indent = line.len() - line.trim_start_matches([' ', '\t', '*']).len();
@@ -143,9 +231,11 @@ mod tests {
                     .chars()
                     .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
             {
-                let list = &mut out.last_mut().expect("a section").1;
-                if !list.iter().any(|w| w == word) {
-                    list.push(word.to_string());
+                for n in &current {
+                    let list = &mut out.iter_mut().find(|(x, _)| x == n).expect("a section").1;
+                    if !list.iter().any(|w| w == word) {
+                        list.push(word.to_string());
+                    }
                 }
             }
         }
@@ -155,6 +245,7 @@ mod tests {
     fn names(v: &[Errno]) -> Vec<String> {
         let mut n: Vec<String> = v.iter().map(|e| e.name().to_string()).collect();
         n.sort();
+        n.dedup();
         n
     }
 
@@ -171,19 +262,24 @@ mod tests {
                 .iter()
                 .find(|(n, _)| n == name)
                 .map(|(_, l)| sorted(l.clone()))
-                .unwrap_or_else(|| panic!("the header has no errno section {name}: {lists:?}"))
+                .unwrap_or_default()
         };
         assert_eq!(get("common"), names(COMMON), "common errnos");
-        assert_eq!(get("ZERONIC_IOC_MR_REG"), names(MR_REG), "MR_REG errnos");
-        assert_eq!(
-            get("ZERONIC_IOC_MR_DEREG"),
-            names(MR_DEREG),
-            "MR_DEREG errnos"
-        );
-        // A call the header gives its own section must have one here.
+        for call in Call::ALL {
+            if call == Call::Unknown {
+                continue;
+            }
+            assert_eq!(
+                get(call.name()),
+                names(own(call)),
+                "{} errnos (header sections: {lists:?})",
+                call.name()
+            );
+        }
+        // Every call the header lists errnos for is one the fuzzer knows.
         for (name, _) in &lists {
             assert!(
-                ["common", "ZERONIC_IOC_MR_REG", "ZERONIC_IOC_MR_DEREG"].contains(&name.as_str()),
+                name == "common" || Call::ALL.iter().any(|c| c.name() == name),
                 "the header lists errnos of {name}, which the fuzzer's table lacks"
             );
         }

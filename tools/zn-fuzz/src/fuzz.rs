@@ -75,6 +75,8 @@ pub struct Proc {
     pub sock_rx: Mutex<Option<OwnedFd>>,
     /// The other workers' ends.
     pub sock_tx: Mutex<Vec<OwnedFd>>,
+    /// Version 3 objects: CQs, flows, sockets to attach.
+    pub v3: crate::v3::ProcV3,
 }
 
 const MAX_FILES: usize = 12;
@@ -83,8 +85,14 @@ const MAX_STALE: usize = 512;
 
 impl Proc {
     /// A process state holding `files` (the run's shared files).
-    pub fn new(files: Vec<OwnedFd>, sock_rx: OwnedFd, sock_tx: Vec<OwnedFd>) -> Proc {
+    pub fn new(
+        files: Vec<OwnedFd>,
+        sock_rx: OwnedFd,
+        sock_tx: Vec<OwnedFd>,
+        v3: crate::v3::ProcV3,
+    ) -> Proc {
         let p = Proc {
+            v3,
             files: Mutex::new(Vec::new()),
             keys: Mutex::new(Vec::new()),
             stale: Mutex::new(VecDeque::new()),
@@ -99,7 +107,7 @@ impl Proc {
         p
     }
 
-    fn add(&self, fd: OwnedFd, keep: bool) -> bool {
+    pub(crate) fn add(&self, fd: OwnedFd, keep: bool) -> bool {
         let mut files = self.files.lock().expect("files lock");
         if files.len() >= MAX_FILES && !keep {
             return false;
@@ -112,7 +120,7 @@ impl Proc {
         true
     }
 
-    fn pick(&self, rng: &mut Rng) -> Option<FileRef> {
+    pub(crate) fn pick(&self, rng: &mut Rng) -> Option<FileRef> {
         let files = self.files.lock().expect("files lock");
         if files.is_empty() {
             return None;
@@ -122,6 +130,7 @@ impl Proc {
 
     /// Closes every file and the sockets (the end of the run).
     pub fn close_all(&self) {
+        self.v3.clear();
         self.files.lock().expect("files lock").clear();
         self.keys.lock().expect("keys lock").clear();
         self.sock_rx.lock().expect("sock lock").take();
@@ -131,7 +140,7 @@ impl Proc {
 
 /// The outcome a call's arguments determine, beyond the documented errnos.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Expect {
+pub(crate) enum Expect {
     /// Any documented errno, or success.
     Documented,
     /// Exactly this errno.
@@ -142,14 +151,16 @@ enum Expect {
 
 /// A fuzzing thread.
 pub struct Fuzzer<'a> {
-    shared: &'static Shared,
-    proc: &'a Proc,
+    pub(crate) shared: &'static Shared,
+    pub(crate) proc: &'a Proc,
     who: String,
-    rng: Rng,
-    args: ArgPages,
-    mem: Mem,
+    pub(crate) rng: Rng,
+    pub(crate) args: ArgPages,
+    /// A second set of argument pages, for arrays an argument points to.
+    pub(crate) arrays: ArgPages,
+    pub(crate) mem: Mem,
     /// NICs bound at the start (num_nics of the baseline QUERY).
-    nics: u32,
+    pub(crate) nics: u32,
     /// mr_max_bytes of the last successful QUERY.
     max_bytes: u64,
     /// The last call failed with ENODEV.
@@ -170,7 +181,7 @@ pub fn raw_ioctl(fd: RawFd, cmd: u32, arg: u64) -> Result<i32, Errno> {
     }
 }
 
-fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
+pub(crate) fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
     let mut out = vec![0u8; size_of::<T>()];
     // SAFETY: `T` is one of the uapi structs: plain integers, no padding.
     unsafe {
@@ -179,7 +190,7 @@ fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
     out
 }
 
-fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
+pub(crate) fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
     let mut v = T::default();
     assert!(b.len() >= size_of::<T>());
     // SAFETY: `T` is one of the uapi structs: every bit pattern is valid.
@@ -206,6 +217,7 @@ impl<'a> Fuzzer<'a> {
             who,
             rng,
             args: ArgPages::new()?,
+            arrays: ArgPages::new()?,
             mem,
             nics,
             max_bytes,
@@ -216,7 +228,10 @@ impl<'a> Fuzzer<'a> {
     /// Fuzzes until `deadline`.
     pub fn run(&mut self, deadline: Instant) {
         // query, reg, dereg, unknown, fd op, memory op, fork a caller, kill one mid-call
-        const WEIGHTS: [u32; 8] = [14, 32, 26, 10, 10, 4, 2, 2];
+        // query, reg, dereg, unknown, fd op, memory op, fork a caller, kill
+        // one mid-call; version 3: CQ create, destroy, flow attach, detach,
+        // post, stream consume, flow query
+        const WEIGHTS: [u32; 15] = [10, 24, 20, 8, 8, 3, 2, 2, 4, 2, 5, 2, 6, 2, 3];
         while Instant::now() < deadline {
             match self.rng.weighted(&WEIGHTS) {
                 0 => self.with_file(Self::query),
@@ -228,7 +243,14 @@ impl<'a> Fuzzer<'a> {
                     self.mem.churn_volatile(&mut self.rng);
                 }
                 6 => self.fork(false),
-                _ => self.fork(true),
+                7 => self.fork(true),
+                8 => self.with_file(Self::cq_create),
+                9 => self.with_file(Self::cq_destroy),
+                10 => self.with_file(Self::flow_attach),
+                11 => self.with_file(Self::flow_detach),
+                12 => self.with_file(Self::post),
+                13 => self.with_file(Self::stream_consume),
+                _ => self.with_file(Self::flow_query),
             }
         }
     }
@@ -247,7 +269,7 @@ impl<'a> Fuzzer<'a> {
         }
     }
 
-    fn pick_nic(&mut self) -> u32 {
+    pub(crate) fn pick_nic(&mut self) -> u32 {
         match self.rng.weighted(&[80, 5, 5, 5, 5]) {
             0 => 0,
             1 => 1,
@@ -259,7 +281,7 @@ impl<'a> Fuzzer<'a> {
 
     /// Checks one result; true if the call succeeded.
     #[allow(clippy::too_many_arguments)]
-    fn verdict(
+    pub(crate) fn verdict(
         &mut self,
         call: Call,
         file: &FileRef,
@@ -323,7 +345,7 @@ impl<'a> Fuzzer<'a> {
         }
     }
 
-    fn inconsistent(&self, msg: &str) {
+    pub(crate) fn inconsistent(&self, msg: &str) {
         self.shared.inconsistent.fetch_add(1, Relaxed);
         self.report(msg);
     }

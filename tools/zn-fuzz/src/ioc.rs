@@ -1,7 +1,10 @@
 //! ioctl command words: the kernel's `_IOC` encoding, the three valid
 //! words, and generators of every other word of the driver's type.
 
-use zeronic_uapi::{IOCTL_TYPE, IOC_MR_DEREG, IOC_MR_REG, IOC_QUERY};
+use zeronic_uapi::{
+    IOCTL_TYPE, IOC_CQ_CREATE, IOC_CQ_DESTROY, IOC_FLOW_ATTACH, IOC_FLOW_DETACH, IOC_FLOW_QUERY,
+    IOC_MR_DEREG, IOC_MR_REG, IOC_POST, IOC_QUERY, IOC_STREAM_CONSUME,
+};
 
 use crate::rng::Rng;
 
@@ -22,8 +25,19 @@ pub const fn size_of_cmd(cmd: u32) -> u32 {
     (cmd >> 16) & 0x3fff
 }
 
-/// The three command words the driver implements.
-pub const VALID: [u32; 3] = [IOC_QUERY, IOC_MR_REG, IOC_MR_DEREG];
+/// The command words the driver implements.
+pub const VALID: [u32; 10] = [
+    IOC_QUERY,
+    IOC_MR_REG,
+    IOC_MR_DEREG,
+    IOC_CQ_CREATE,
+    IOC_CQ_DESTROY,
+    IOC_FLOW_ATTACH,
+    IOC_FLOW_DETACH,
+    IOC_POST,
+    IOC_STREAM_CONSUME,
+    IOC_FLOW_QUERY,
+];
 
 /// Version 1's MR_REG and MR_DEREG (32-bit keys), retired: ENOTTY.
 pub const RETIRED: [u32; 2] = [

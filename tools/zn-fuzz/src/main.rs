@@ -36,6 +36,7 @@ mod mem;
 mod racer;
 mod rng;
 mod shared;
+mod v3;
 
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
@@ -96,6 +97,69 @@ struct Args {
     /// A port's interface name, for MTU changes and down/up (repeatable).
     #[arg(long = "iface")]
     ifaces: Vec<String>,
+    /// A shell command the racer runs (bash -c) after each bind, e.g. to
+    /// set the new ports up again.
+    #[arg(long)]
+    after_bind: Option<String>,
+    /// NS_A,NS_B,ADDR_B: TCP connections from namespace NS_A to ADDR_B
+    /// (listening in NS_B) across the ZeroNIC link, made before the workers
+    /// fork and shared by them, for FLOW_ATTACH to attach.
+    #[arg(long)]
+    tcp: Option<String>,
+}
+
+/// Connections across the link for `--tcp NS_A,NS_B,ADDR_B`: the client
+/// ends (for the workers) and the server ends (kept by main).
+fn link_connections(spec: &str, n: usize) -> Result<(Vec<OwnedFd>, Vec<OwnedFd>)> {
+    use nix::sched::{setns, CloneFlags};
+    use nix::sys::socket::{
+        accept, bind, connect, getsockname, listen, socket, Backlog, SockaddrIn,
+    };
+    use std::os::fd::AsRawFd;
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [ns_a, ns_b, addr_b] = parts[..] else {
+        anyhow::bail!("--tcp wants NS_A,NS_B,ADDR_B, got '{spec}'");
+    };
+    let ip: std::net::Ipv4Addr = addr_b
+        .parse()
+        .with_context(|| format!("address '{addr_b}'"))?;
+    let home = std::fs::File::open("/proc/self/ns/net").context("open /proc/self/ns/net")?;
+    let enter = |ns: &str| -> Result<()> {
+        let f = std::fs::File::open(format!("/run/netns/{ns}"))
+            .with_context(|| format!("netns {ns}"))?;
+        setns(&f, CloneFlags::CLONE_NEWNET).with_context(|| format!("setns {ns}"))
+    };
+    let inet = |what| {
+        socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .context(what)
+    };
+    enter(ns_b)?;
+    let l = inet("listening socket")?;
+    bind(
+        l.as_raw_fd(),
+        &SockaddrIn::from(std::net::SocketAddrV4::new(ip, 0)),
+    )
+    .context("bind")?;
+    listen(&l, Backlog::new(8).context("backlog")?).context("listen")?;
+    let at: SockaddrIn = getsockname(l.as_raw_fd()).context("getsockname")?;
+    enter(ns_a)?;
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        let c = inet("client socket")?;
+        connect(c.as_raw_fd(), &at).with_context(|| format!("connect to {at} from {ns_a}"))?;
+        clients.push(c);
+    }
+    setns(&home, CloneFlags::CLONE_NEWNET).context("setns back")?;
+    let mut servers = Vec::new();
+    for _ in 0..n {
+        servers.push(accept(&l).context("accept")?);
+    }
+    Ok((clients, servers))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -181,6 +245,8 @@ struct WorkerStart {
     nics: u32,
     max_bytes: u64,
     files: Vec<OwnedFd>,
+    /// Client ends of TCP connections across the ZeroNIC link (`--tcp`).
+    link: Vec<OwnedFd>,
     rx: OwnedFd,
     tx: Vec<OwnedFd>,
     closed: OwnedFd,
@@ -198,7 +264,7 @@ fn worker(w: WorkerStart) -> Result<()> {
         .with_context(|| format!("becoming {ident:?}"))?;
     let mem = mem::Mem::new()?;
     let base_pin = counters::vm_pin_kb()?;
-    let proc = fuzz::Proc::new(w.files, w.rx, w.tx);
+    let proc = fuzz::Proc::new(w.files, w.rx, w.tx, v3::ProcV3::new(w.link));
     std::thread::scope(|s| -> Result<()> {
         let mut handles = Vec::new();
         for t in 0..w.threads {
@@ -322,6 +388,16 @@ fn run(args: Args) -> Result<bool> {
             .context("socketpair")?,
         );
     }
+    let (link, link_servers) = match args.tcp.as_deref() {
+        Some(spec) => {
+            link_connections(spec, 4).context("TCP connections across the link (--tcp)")?
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    println!(
+        "zn-fuzz: {} TCP connections across the link for FLOW_ATTACH",
+        link.len()
+    );
     let (closed_r, closed_w) = pipe().context("pipe")?;
     let (go_r, go_w) = pipe().context("pipe")?;
     let deadline = Instant::now() + Duration::from_secs(args.secs);
@@ -330,7 +406,7 @@ fn run(args: Args) -> Result<bool> {
         // SAFETY: this process has one thread; the child runs a worker and exits.
         match unsafe { fork() }.context("fork")? {
             ForkResult::Child => {
-                drop((closed_r, go_w));
+                drop((closed_r, go_w, link_servers));
                 let mut rx = None;
                 let mut tx = Vec::new();
                 for (j, (a, b)) in socks.into_iter().enumerate() {
@@ -349,6 +425,7 @@ fn run(args: Args) -> Result<bool> {
                     nics: q.num_nics,
                     max_bytes: q.mr_max_bytes,
                     files,
+                    link,
                     rx: rx.expect("own socket"),
                     tx,
                     closed: closed_w,
@@ -383,11 +460,21 @@ fn run(args: Args) -> Result<bool> {
                 },
                 rebind: pci.is_some(),
                 max_mtu: q.max_mtu,
+                after_bind: args.after_bind.clone(),
             };
             // SAFETY: still one thread here; the child races and exits.
             match unsafe { fork() }.context("fork")? {
                 ForkResult::Child => {
-                    drop((files, socks, closed_r, closed_w, go_r, go_w));
+                    drop((
+                        files,
+                        socks,
+                        closed_r,
+                        closed_w,
+                        go_r,
+                        go_w,
+                        link,
+                        link_servers,
+                    ));
                     let code = match r.run(seed, deadline, shared) {
                         Ok(()) => 0,
                         Err(e) => {
@@ -401,7 +488,7 @@ fn run(args: Args) -> Result<bool> {
             }
         }
     };
-    drop((files, socks, closed_w, go_r));
+    drop((files, socks, closed_w, go_r, link));
 
     // ---- the end: every file closed, then the counters -------------------
     let grace = deadline + Duration::from_secs(180);
@@ -436,6 +523,7 @@ fn run(args: Args) -> Result<bool> {
             processes_ok = false;
         }
     }
+    drop(link_servers);
     let mut racer_ok = true;
     if let Some(pid) = racer {
         let st = reap(pid, grace + Duration::from_secs(60));
@@ -496,24 +584,30 @@ fn run(args: Args) -> Result<bool> {
     );
     let succeeded = |c: Call| s.results[c as usize][0].load(Relaxed);
     let failed = |c: Call| s.calls[c as usize].load(Relaxed) - succeeded(c);
-    let covered = [Call::Query, Call::MrReg, Call::MrDereg]
+    let covered = [Call::Query, Call::MrReg, Call::MrDereg, Call::CqCreate]
         .iter()
         .all(|&c| succeeded(c) > 0 && failed(c) > 0)
-        && failed(Call::Unknown) > 0
+        && Call::ALL.iter().all(|&c| failed(c) > 0)
+        && (args.tcp.is_none() || succeeded(Call::FlowAttach) > 0)
         && s.fds_received.load(Relaxed) > 0
         && s.children_killed.load(Relaxed) > 0;
+    let per_call: Vec<String> = Call::ALL
+        .iter()
+        .map(|&c| {
+            format!(
+                "{} {}/{}",
+                c.name().trim_start_matches("ZERONIC_IOC_"),
+                succeeded(c),
+                failed(c)
+            )
+        })
+        .collect();
     all &= check(
         "coverage",
         covered,
         &format!(
-            "QUERY/MR_REG/MR_DEREG succeeded {}/{}/{} and failed {}/{} /{} times; {} unknown command words; files received {}; callers killed {}",
-            succeeded(Call::Query),
-            succeeded(Call::MrReg),
-            succeeded(Call::MrDereg),
-            failed(Call::Query),
-            failed(Call::MrReg),
-            failed(Call::MrDereg),
-            failed(Call::Unknown),
+            "succeeded/failed: {}; files received {}; callers killed {}",
+            per_call.join(", "),
             s.fds_received.load(Relaxed),
             s.children_killed.load(Relaxed)
         ),

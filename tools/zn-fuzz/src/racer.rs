@@ -31,6 +31,8 @@ pub struct Racer {
     pub rebind: bool,
     /// Largest MTU the ports accept.
     pub max_mtu: u32,
+    /// Run with `bash -c` after each bind.
+    pub after_bind: Option<String>,
 }
 
 const DRV: &str = "/sys/bus/pci/drivers/zeronic";
@@ -179,6 +181,16 @@ impl Racer {
             }
             slowest = slowest.max(took);
             shared.rebinds.fetch_add(1, Relaxed);
+            if let Some(cmd) = &self.after_bind {
+                let st = std::process::Command::new("bash")
+                    .args(["-c", cmd])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .status();
+                if !st.as_ref().is_ok_and(|s| s.success()) {
+                    println!("zn-fuzz: racer: after bind, '{cmd}' failed: {st:?}");
+                }
+            }
         }
         println!(
             "zn-fuzz: racer: slowest unbind + bind {:.1}s",
