@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -52,15 +53,40 @@ TEST(node_is_world_accessible_misc_char_device)
 	EXPECT_EQ(0u, st.st_gid);
 }
 
+/*
+ * Every open mode gives a file; reading and writing it fail as documented
+ * (EINVAL: the node has no read/write; EBADF when the file was not opened
+ * for that direction, the VFS's check), ioctl works whatever the mode, and
+ * close succeeds.
+ */
 TEST(open_read_write_close)
 {
-	int fd = open(ZERONIC_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	static const struct { int flags; const char *name; int rd_err, wr_err; } modes[] = {
+		{ O_RDWR, "O_RDWR", EINVAL, EINVAL },
+		{ O_RDONLY, "O_RDONLY", EINVAL, EBADF },
+		{ O_WRONLY, "O_WRONLY", EBADF, EINVAL },
+	};
+	size_t i;
 
-	ASSERT_LE(0, fd);
-	EXPECT_EQ(0, close(fd));
-	fd = open(ZERONIC_DEVICE_PATH, O_RDONLY | O_CLOEXEC);
-	ASSERT_LE(0, fd);
-	EXPECT_EQ(0, close(fd));
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		char buf[16];
+		int fd = open(ZERONIC_DEVICE_PATH, modes[i].flags | O_CLOEXEC);
+
+		ASSERT_LE(0, fd) TH_LOG("open %s: %s", modes[i].name, strerror(errno));
+		memset(buf, 0x5a, sizeof(buf));
+		errno = 0;
+		EXPECT_EQ(-1, read(fd, buf, sizeof(buf))) TH_LOG("%s", modes[i].name);
+		EXPECT_EQ(modes[i].rd_err, errno) TH_LOG("read on %s: %s", modes[i].name, strerror(errno));
+		EXPECT_EQ(0x5a, buf[0]) TH_LOG("a failed read wrote the buffer");
+		errno = 0;
+		EXPECT_EQ(-1, write(fd, buf, sizeof(buf))) TH_LOG("%s", modes[i].name);
+		EXPECT_EQ(modes[i].wr_err, errno) TH_LOG("write on %s: %s", modes[i].name, strerror(errno));
+		/* The file is there for ioctl(), whatever the mode. */
+		errno = 0;
+		EXPECT_EQ(-1, ioctl(fd, _IO(ZERONIC_IOCTL_TYPE, 0xff)));
+		EXPECT_EQ(ENOTTY, errno) TH_LOG("ioctl on %s: %s", modes[i].name, strerror(errno));
+		EXPECT_EQ(0, close(fd));
+	}
 }
 
 TEST(fdinfo_shows_uapi_version_and_owner)
@@ -127,17 +153,37 @@ TEST(unknown_ioctl_is_enotty)
 	close(fd);
 }
 
+/* No form of read or write gets through: empty, vectored, positioned. */
 TEST(read_and_write_are_rejected)
 {
-	char byte = 0;
+	char a[8], b[8];
+	struct iovec iov[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
 	int fd = open(ZERONIC_DEVICE_PATH, O_RDWR | O_CLOEXEC);
 
 	ASSERT_LE(0, fd);
-	EXPECT_EQ(-1, read(fd, &byte, 1));
+	memset(a, 0x11, sizeof(a));
+	memset(b, 0x22, sizeof(b));
+	errno = 0;
+	EXPECT_EQ(-1, read(fd, a, 0));
 	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, write(fd, &byte, 1));
+	errno = 0;
+	EXPECT_EQ(-1, write(fd, a, 0));
 	EXPECT_EQ(EINVAL, errno);
-	close(fd);
+	errno = 0;
+	EXPECT_EQ(-1, readv(fd, iov, 2));
+	EXPECT_EQ(EINVAL, errno);
+	errno = 0;
+	EXPECT_EQ(-1, writev(fd, iov, 2));
+	EXPECT_EQ(EINVAL, errno);
+	errno = 0;
+	EXPECT_EQ(-1, pread(fd, a, sizeof(a), 0));
+	EXPECT_TRUE(errno == EINVAL || errno == ESPIPE) TH_LOG("pread: %s", strerror(errno));
+	errno = 0;
+	EXPECT_EQ(-1, pwrite(fd, a, sizeof(a), 0));
+	EXPECT_TRUE(errno == EINVAL || errno == ESPIPE) TH_LOG("pwrite: %s", strerror(errno));
+	EXPECT_EQ(0x11, a[0]);
+	EXPECT_EQ(0x22, b[0]);
+	EXPECT_EQ(0, close(fd));
 }
 
 TEST_HARNESS_MAIN

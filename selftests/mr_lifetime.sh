@@ -40,7 +40,9 @@ mr_in_use() { "$HOLDER" query | sed -n 's/.*mr_in_use=\([0-9]*\).*/\1/p'; }
 
 # Long-term pins the whole kernel holds: acquired - released. Per-CPU deltas
 # are folded with vm.stat_refresh if the kernel has sysctls, else by vmstat's
-# own periodic update (about a second), hence the waiting below.
+# own periodic update (about a second), hence the waiting below. Every case
+# that ends with nothing registered checks this, not only the NIC's own
+# pinned_pages.
 pins_outstanding() {
 	[ ! -w /proc/sys/vm/stat_refresh ] || echo 1 >/proc/sys/vm/stat_refresh 2>/dev/null
 	awk '$1 == "nr_foll_pin_acquired" { a = $2 } $1 == "nr_foll_pin_released" { r = $2 }
@@ -237,10 +239,11 @@ rebind() {
 	bound || { echo "$bdf not bound after bind"; return 1; }
 	[ "$(pinned_pages)" = "$base_pages" ] && [ "$(mr_in_use)" = "$base_mrs" ] ||
 		{ echo "after rebind: $("$HOLDER" query)"; return 1; }
-	# And registration works on the new binding.
+	# And registration works on the new binding, and releases every pin.
 	holder_start hold 4 2 || return 1
 	holder_stop
-	pinned_is "$base_pages"
+	pinned_is "$base_pages" || return 1
+	pins_settle -eq "$base_pins"
 }
 zn_case_here "the NIC binds again, with no registrations, and registers" rebind
 
@@ -279,7 +282,8 @@ reload() {
 	pinned_is "$base_pages" || return 1
 	holder_start hold 4 2 || return 1
 	holder_stop
-	pinned_is "$base_pages"
+	pinned_is "$base_pages" || return 1
+	pins_settle -eq "$base_pins"
 }
 zn_case_here "reload: the NIC binds again, logs its identity and registers" reload
 

@@ -124,11 +124,90 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
+/*
+ * The kernel's own pin counters (docs/uapi.md, "Observing pins"), so leak
+ * checks do not rest on the driver's word alone: the outstanding FOLL_PIN
+ * pins of the whole kernel (/proc/vmstat nr_foll_pin_acquired -
+ * nr_foll_pin_released; writing vm.stat_refresh folds the per-CPU deltas
+ * first) and this process's VmPin (mm->pinned_vm).
+ */
+static long long pins_outstanding(void)
+{
+	long long v, acquired = -1, released = -1;
+	char name[64];
+	FILE *f;
+	int fd = open("/proc/sys/vm/stat_refresh", O_WRONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		/* If it fails (not root), the counters lag; pins_settle waits. */
+		ssize_t r = write(fd, "1", 1);
+
+		(void)r;
+		close(fd);
+	}
+	f = fopen("/proc/vmstat", "re");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", name, &v) == 2) {
+		if (!strcmp(name, "nr_foll_pin_acquired"))
+			acquired = v;
+		else if (!strcmp(name, "nr_foll_pin_released"))
+			released = v;
+	}
+	fclose(f);
+	return acquired < 0 || released < 0 ? -1 : acquired - released;
+}
+
+/*
+ * Other I/O of the guest (9p's zero-copy requests) pins pages for moments,
+ * so a single reading may be high. At rest: the least of readings over
+ * 200 ms. A leak check waits up to 5 s for the count to come down to the
+ * baseline (releases that complete after a call returned, the fold's lag,
+ * other I/O), and fails if it stays above.
+ */
+static long long pins_at_rest(void)
+{
+	long long least = pins_outstanding(), n;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		usleep(50 * 1000);
+		n = pins_outstanding();
+		if (n < least)
+			least = n;
+	}
+	return least;
+}
+
+static long long pins_settle(long long base)
+{
+	long long n = pins_outstanding();
+	int i;
+
+	for (i = 0; i < 50 && n > base; i++) {
+		usleep(100 * 1000);
+		n = pins_outstanding();
+	}
+	return n;
+}
+
+static long vm_pin_kb(void);
+
+/* The outstanding pins when the program started, before any test. */
+static long long initial_pins = -1;
+
+__attribute__((constructor)) static void record_initial_pins(void)
+{
+	initial_pins = pins_at_rest();
+}
+
 FIXTURE(mr)
 {
 	int fd;
 	size_t ps;
 	struct zeronic_query base;	/* NIC 0 when the test started */
+	long long base_pins;		/* pins_outstanding() then */
+	long base_vmpin;		/* vm_pin_kb() then */
 };
 
 FIXTURE_SETUP(mr)
@@ -140,6 +219,10 @@ FIXTURE_SETUP(mr)
 	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s", ZERONIC_DEVICE_PATH, strerror(errno));
 	ASSERT_EQ(0, zn_query(self->fd, 0, &self->base))
 		TH_LOG("ZERONIC_IOC_QUERY on NIC 0 failed: is a NIC bound?");
+	self->base_pins = pins_at_rest();
+	ASSERT_LE(0, self->base_pins) TH_LOG("no nr_foll_pin_* in /proc/vmstat");
+	self->base_vmpin = vm_pin_kb();
+	ASSERT_LE(0, self->base_vmpin) TH_LOG("no VmPin in /proc/self/status");
 }
 
 FIXTURE_TEARDOWN(mr)
@@ -149,8 +232,23 @@ FIXTURE_TEARDOWN(mr)
 }
 
 /*
+ * Nothing is pinned beyond the fixture's baseline, by the kernel's own
+ * counters: the outstanding FOLL_PIN pins and this process's VmPin.
+ */
+#define EXPECT_NO_PIN_LEAK() do { \
+	long long __pins = pins_settle(self->base_pins); \
+	long __kb = vm_pin_kb(); \
+	EXPECT_GE(self->base_pins, __pins) \
+		TH_LOG("outstanding FOLL_PIN pins (/proc/vmstat): %lld at the start, %lld now", \
+		       self->base_pins, __pins); \
+	EXPECT_EQ(self->base_vmpin, __kb) \
+		TH_LOG("VmPin: %ld kB at the start, %ld kB now", self->base_vmpin, __kb); \
+} while (0)
+
+/*
  * Checks that NIC 0's counters are the fixture's baseline plus the given
- * deltas. A macro so that failures report the caller's line.
+ * deltas; with no delta (a leak check), the kernel's pin counters too. A
+ * macro so that failures report the caller's line.
  */
 #define EXPECT_COUNTS(d_mrs, d_pages) do { \
 	struct zeronic_query __q; \
@@ -162,6 +260,8 @@ FIXTURE_TEARDOWN(mr)
 		TH_LOG("pinned_pages: want baseline %llu + %llu", \
 		       (unsigned long long)self->base.pinned_pages, \
 		       (unsigned long long)(d_pages)); \
+	if ((d_mrs) == 0 && (d_pages) == 0) \
+		EXPECT_NO_PIN_LEAK(); \
 } while (0)
 
 /* ---- The ABI's layout (docs/uapi.md): sizes, offsets, command numbers ------ */
@@ -1405,8 +1505,14 @@ TEST_F_TIMEOUT(mr, mr_table_full_is_enospc, 600)
 /* Last (tests run in order): nothing any test above did is still registered. */
 TEST_F(mr, no_region_left_behind)
 {
+	long long pins = pins_settle(initial_pins);
+
 	EXPECT_EQ(0u, self->base.mr_in_use);
 	EXPECT_EQ(0ull, self->base.pinned_pages);
+	/* And the kernel holds no pin that it did not hold before the tests. */
+	EXPECT_GE(initial_pins, pins)
+		TH_LOG("outstanding FOLL_PIN pins: %lld before the tests, %lld after",
+		       initial_pins, pins);
 }
 
 TEST_HARNESS_MAIN

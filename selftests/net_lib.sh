@@ -133,3 +133,50 @@ print("%.3f" % (recv["bits_per_second"] / 1e9))
 ' || return 1
 	[ "$rc" = 0 ] || { echo "iperf3 client exited with $rc"; return 1; }
 }
+
+ZN_XFER=$ZN_ROOT/selftests/net_xfer.py
+
+# zn_xfer FROM SIZE PORT [--to ADDR] [net_xfer.py send options]: a TCP
+# transfer of SIZE seeded bytes from side FROM to the other side (its
+# ZN_ADDR_*, or ADDR), checked byte for byte by the receiver, which prints
+# its verdict. Give each call its own PORT (zn_case runs it in a subshell).
+# ZN_XFER_TIMEOUT: seconds either end waits for data (120).
+zn_xfer() {
+	local from=$1 size=$2 port=$3 to addr rpid out rc=0 ZN_PFX tmo=${ZN_XFER_TIMEOUT:-120}
+	shift 3
+	to=$(zn_other "$from")
+	addr=$(zn_side_addr "$to")
+	if [ "${1:-}" = --to ]; then
+		addr=$2
+		shift 2
+	fi
+	# The receiver may take minutes under TCG for 32 MiB; its timeout ends it.
+	zn_pfx "$to"
+	out=$(mktemp)
+	"${ZN_PFX[@]}" python3 "$ZN_XFER" recv --bind "$addr" --port "$port" \
+		--size "$size" --seed "$size" --timeout "$tmo" >"$out" 2>&1 &
+	rpid=$!
+	zn_wait_listen "$to" "$port" || { kill "$rpid"; wait "$rpid"; cat "$out"; rm -f "$out"; return 1; }
+	zn_in "$from" python3 "$ZN_XFER" send --host "$addr" --port "$port" \
+		--size "$size" --seed "$size" --timeout "$tmo" "$@" || { echo "sender failed"; rc=1; }
+	wait "$rpid" || rc=1
+	cat "$out"
+	rm -f "$out"
+	return "$rc"
+}
+
+# zn_xfer_catches_corruption PORT [--to ADDR]: the check itself can fail:
+# a 1 MiB transfer with one flipped byte is reported as a mismatch.
+zn_xfer_catches_corruption() {
+	local out
+	if out=$(zn_xfer a 1048576 "$@" --corrupt 777777); then
+		echo "a corrupted transfer passed the check: $out"
+		return 1
+	fi
+	echo "$out" | grep -q '^mismatch:' || { echo "$out"; return 1; }
+}
+
+# zn_tcp_retrans SIDE: TCP segments side SIDE's netns retransmitted so far.
+zn_tcp_retrans() {
+	zn_in "$1" awk '$1 == "Tcp:" { if (!n) { for (i = 2; i <= NF; i++) if ($i == "RetransSegs") c = i; n = 1 } else print $c }' /proc/net/snmp
+}

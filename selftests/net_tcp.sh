@@ -8,41 +8,8 @@ set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/net_lib.sh"
 
-XFER=$ZN_ROOT/selftests/net_xfer.py
 IPERF_SECS=${ZN_IPERF_SECS:-5}
 port=5300
-
-# xfer FROM SIZE PORT [--corrupt OFF]: a transfer from side FROM to the
-# other side, checked by the receiver. Each case gets its own port: zn_case
-# runs it in a subshell.
-xfer() {
-	local from=$1 size=$2 port=$3 to rpid out rc=0 ZN_PFX
-	shift 3
-	to=$(zn_other "$from")
-	# The receiver may take minutes under TCG for 32 MiB; its timeout ends it.
-	zn_pfx "$to"
-	out=$(mktemp)
-	"${ZN_PFX[@]}" python3 "$XFER" recv --bind "$(zn_side_addr "$to")" --port "$port" \
-		--size "$size" --seed "$size" >"$out" 2>&1 &
-	rpid=$!
-	zn_wait_listen "$to" "$port" || { kill "$rpid"; wait "$rpid"; cat "$out"; rm -f "$out"; return 1; }
-	zn_in "$from" python3 "$XFER" send --host "$(zn_side_addr "$to")" --port "$port" \
-		--size "$size" --seed "$size" "$@" || { echo "sender failed"; rc=1; }
-	wait "$rpid" || rc=1
-	cat "$out"
-	rm -f "$out"
-	return "$rc"
-}
-
-# The checker itself must be able to fail: one flipped byte is caught.
-corrupt_caught() {
-	local out
-	if out=$(xfer a 1048576 "$1" --corrupt 777777); then
-		echo "a corrupted transfer passed the check: $out"
-		return 1
-	fi
-	echo "$out" | grep -q '^mismatch:' || { echo "$out"; return 1; }
-}
 
 iperf() { # iperf FROM STREAMS PORT
 	local gbps
@@ -65,10 +32,10 @@ tcp_case() { # tcp_case DESC CMD...
 	if [ "$linked" = 1 ]; then zn_case "$desc" "$@"; else ktap_test_fail "$desc"; fi
 }
 
-tcp_case "the transfer check fails on one corrupted byte" corrupt_caught $((port += 1))
+tcp_case "the transfer check fails on one corrupted byte" zn_xfer_catches_corruption $((port += 1))
 for size in 1 1048576 33554432; do
-	tcp_case "TCP a->b, $size bytes, byte-exact" xfer a "$size" $((port += 1))
-	tcp_case "TCP b->a, $size bytes, byte-exact" xfer b "$size" $((port += 1))
+	tcp_case "TCP a->b, $size bytes, byte-exact" zn_xfer a "$size" $((port += 1))
+	tcp_case "TCP b->a, $size bytes, byte-exact" zn_xfer b "$size" $((port += 1))
 done
 tcp_case "iperf3 a->b, 1 stream, nonzero throughput" iperf a 1 $((port += 1))
 tcp_case "iperf3 a->b, 4 parallel streams, nonzero throughput" iperf a 4 $((port += 1))

@@ -33,21 +33,43 @@ identity() {
 zn_case "BAR2 identity: magic $MAGIC, version $MAJOR.x, $PORTS port(s)" identity
 
 bar2_is_nic_memory() {
-	# BAR2 is the model's shared memory: at least one page, memory-mapped.
-	local size
+	# BAR2 is the model's shared memory: at least one page, and mapping it
+	# (sysfs resource2, MAP_SHARED) shows the register file's magic at 0.
+	# Independent of zn-probe: Python's mmap, not memmap2.
+	local size out
 	size=$(stat -c %s "$ZN_PCI/resource2")
 	[ "$size" -ge 4096 ] || { echo "resource2 is $size bytes"; return 1; }
+	out=$(python3 -c '
+import mmap, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+m = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ)
+print("%#010x" % struct.unpack_from("<I", m, 0)[0])
+' "$ZN_PCI/resource2" 2>&1) || { echo "mmap of $ZN_PCI/resource2: $out"; return 1; }
+	[ "$out" = "$MAGIC" ] || { echo "the first word of the mapped BAR2 is $out, want $MAGIC"; return 1; }
 }
-zn_case "BAR2 is mappable NIC memory" bar2_is_nic_memory
+zn_case "BAR2 maps (sysfs resource2) and reads the NIC's magic $MAGIC" bar2_is_nic_memory
+
+# The wire's settings now ("loss=.. reorder=.. dup=.. delay=..us rate=.."),
+# from the first wire line of the model's stats.
+wire_settings() {
+	"$ZN_ROOT/qemu/guest/zn-wire" stats |
+		sed -n '/^wire /{s/.* \(loss=[^ ]* reorder=[^ ]* dup=[^ ]* delay=[^ ]* rate=[^ ]*\).*/\1/p;q}'
+}
 
 set_impairments() {
-	local out
+	local out before
+	before=$(wire_settings)
+	[ -n "$before" ] || { echo "no wire line in the model's stats"; return 1; }
 	out=$("$ZN_ROOT/qemu/guest/zn-wire" loss=3 reorder=2 dup=1 delay=50us) || { echo "$out"; return 1; }
 	out=$("$ZN_ROOT/qemu/guest/zn-wire" stats)
 	echo "$out" | grep -q 'loss=3 reorder=2 dup=1 delay=50us' || { echo "$out"; return 1; }
-	"$ZN_ROOT/qemu/guest/zn-wire" loss=0 reorder=0 dup=0 delay=0us >/dev/null
+	# Back to what the run was started with (qemu/run --wire): the tests
+	# after this one run on that wire.
+	# shellcheck disable=SC2086
+	"$ZN_ROOT/qemu/guest/zn-wire" $before >/dev/null || return 1
+	[ "$(wire_settings)" = "$before" ] || { echo "wire not restored to '$before': $(wire_settings)"; return 1; }
 }
-zn_case "wire impairments change at run time from the guest" set_impairments
+zn_case "wire impairments change at run time from the guest, and are restored" set_impairments
 
 zn_case "a bad impairment is refused with an error" \
 	bash -c "! '$ZN_ROOT/qemu/guest/zn-wire' loss=500 >/dev/null"

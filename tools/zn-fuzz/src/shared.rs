@@ -1,0 +1,116 @@
+//! State shared by every process of a run: an anonymous `MAP_SHARED`
+//! mapping made before the first fork, so workers, their forked children
+//! and the racer all count into it and see each other's keys. Only atomics,
+//! so forked children may use it.
+
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use anyhow::{Context, Result};
+use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
+
+use crate::errnos::CALLS;
+
+/// Keys handed out recently (by anyone), so a call can name another file's
+/// key, and a new key can be checked against earlier ones.
+pub const KEYBOARD: usize = 1024;
+/// errno values counted individually (Linux's are below 134).
+pub const ERRNOS: usize = 134;
+
+/// Everything the processes of a run count together.
+#[repr(C)]
+pub struct Shared {
+    /// Keys of successful registrations, a ring (`key_next` is the count).
+    pub keys: [AtomicU64; KEYBOARD],
+    /// The NIC of each key in `keys`.
+    pub key_nics: [AtomicU32; KEYBOARD],
+    /// Keys published so far.
+    pub key_next: AtomicU64,
+    /// Calls made, by [`crate::errnos::Call`].
+    pub calls: [AtomicU64; CALLS],
+    /// Results by call and errno (0: success).
+    pub results: [[AtomicU64; ERRNOS]; CALLS],
+    /// Results with an errno the header does not document for the call.
+    pub undocumented: AtomicU64,
+    /// Results that contradict what the call's arguments determine (an
+    /// exact errno, a failure, the fields of a successful QUERY, a key).
+    pub inconsistent: AtomicU64,
+    /// Forked children that exited other than as planned.
+    pub child_failures: AtomicU64,
+    /// Forked children (short-lived callers) and the ones killed mid-call.
+    pub children: AtomicU64,
+    /// Children killed with SIGKILL while registering.
+    pub children_killed: AtomicU64,
+    /// Files passed over SCM_RIGHTS, sent and received.
+    pub fds_sent: AtomicU64,
+    /// See `fds_sent`.
+    pub fds_received: AtomicU64,
+    /// Completed unbind/bind cycles of the racer.
+    pub rebinds: AtomicU64,
+    /// MTU changes that took effect.
+    pub mtu_changes: AtomicU64,
+    /// Ports brought down and up again.
+    pub link_flips: AtomicU64,
+    /// Workers whose VmPin did not come back to its value at start.
+    pub vmpin_bad: AtomicU64,
+    /// Workers that checked their VmPin.
+    pub vmpin_checked: AtomicU64,
+    /// Messages printed so far (printing stops after a limit).
+    pub printed: AtomicU64,
+}
+
+impl Shared {
+    /// Maps a zeroed `Shared` for this process and every process it forks.
+    pub fn new() -> Result<&'static Shared> {
+        let len = NonZeroUsize::new(size_of::<Shared>()).expect("Shared is not empty");
+        // SAFETY: a fresh anonymous mapping: no existing memory is affected.
+        let p = unsafe {
+            mmap_anonymous(
+                None,
+                len,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+            )
+        }
+        .context("mmap of the shared counters")?;
+        // SAFETY: the mapping is zero-filled, page-aligned, large enough, and
+        // all-zero bytes are valid atomics; it is never unmapped, so the
+        // reference lives as long as the process.
+        Ok(unsafe { &*p.as_ptr().cast::<Shared>() })
+    }
+
+    /// Publishes a key handed out by the NIC.
+    pub fn publish_key(&self, key: u64, nic: u32) {
+        let i = (self.key_next.fetch_add(1, Relaxed) as usize) % KEYBOARD;
+        self.key_nics[i].store(nic, Relaxed);
+        self.keys[i].store(key, Relaxed);
+    }
+
+    /// A recently published key (0 if none yet) and its NIC.
+    pub fn some_key(&self, r: u64) -> (u64, u32) {
+        let n = (self.key_next.load(Relaxed) as usize).min(KEYBOARD);
+        if n == 0 {
+            return (0, 0);
+        }
+        let i = (r as usize) % n;
+        (self.keys[i].load(Relaxed), self.key_nics[i].load(Relaxed))
+    }
+
+    /// Whether `key` is among the published ones.
+    pub fn key_seen(&self, key: u64) -> bool {
+        let n = (self.key_next.load(Relaxed) as usize).min(KEYBOARD);
+        self.keys[..n].iter().any(|k| k.load(Relaxed) == key)
+    }
+
+    /// Counts one result of `call`: `errno` 0 for success.
+    pub fn count(&self, call: usize, errno: i32) {
+        self.calls[call].fetch_add(1, Relaxed);
+        let e = usize::try_from(errno).unwrap_or(ERRNOS - 1).min(ERRNOS - 1);
+        self.results[call][e].fetch_add(1, Relaxed);
+    }
+
+    /// Whether a message may still be printed (at most `limit` of them).
+    pub fn may_print(&self, limit: u64) -> bool {
+        self.printed.fetch_add(1, Relaxed) < limit
+    }
+}
