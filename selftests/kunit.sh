@@ -1,12 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# The module's KUnit suites (pure logic: ring geometry, registration argument
+# The module's KUnit suites (pure logic: ring geometry, ethtool mappings, registration argument
 # checks) ran when qemu/run loaded it, and the patch series' (sk_buff writers
 # refusing cloned and shared buffers) at boot; relay each case's result from
 # debugfs.
 . "$(dirname "$0")/lib.sh"
 
-SUITES="zeronic_ring_geometry zeronic_mr_args rust_kernel_skbuff"
+SUITES="zeronic_ring_geometry zeronic_ethtool zeronic_mr_args rust_kernel_skbuff"
 KUNIT=/sys/kernel/debug/kunit
 
 ktap_print_header

@@ -1,17 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The NIC's own per-port counters, as `ethtool -S zn0` shows them.
+//! A port's counters as `ethtool -S zn0` shows them: the NIC's own per-port
+//! counters, then the driver's per-queue ones.
 //!
 //! `ip -s link` shows the driver's view (packets it handed to and took from
-//! the NIC); these are the NIC's (`PORT_STATS`, hardware spec §12): what the
-//! wire, the RX Split Unit and the TX Merge Unit did, including drops the
-//! driver never sees. Names are the `PSTAT_*` names, prefixed `hw_`.
+//! the NIC); the `hw_*` lines are the NIC's (`PORT_STATS`, hardware spec
+//! §12): what the wire, the RX Split Unit and the TX Merge Unit did,
+//! including drops the driver never sees. Their names are the `PSTAT_*`
+//! names, prefixed `hw_`. The `rx0_*` and `tx0_*` lines are the driver's
+//! counters of the port's one RX and one TX queue, the same ones netdev
+//! netlink's per-queue statistics report (`qstats-get`), so `rx0_packets`
+//! (the sum over the RX queues) equals `ip -s link`'s RX packets, and so on.
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+};
 
 use crate::{
     hw::regs,
-    nic_regs::Regs, //
+    nic_regs::Regs,
+    queues::Stats, //
 };
 
 /// `(ethtool name, PSTAT_* slot)` of every counter shown.
@@ -45,22 +57,60 @@ const STATS: [(&CStr, usize); 27] = [
     (c"hw_rx_coalesced", regs::PSTAT_RX_COALESCED),
 ];
 
-/// The names, in `STATS` order (what `NetDeviceOps::ETHTOOL_STAT_NAMES` wants).
-pub(crate) const NAMES: [&CStr; STATS.len()] = {
-    let mut names = [c""; STATS.len()];
+/// `(ethtool name, counter)` of the driver's per-queue counters shown.
+const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 13] = [
+    (c"rx0_packets", |s| &s.rx_packets),
+    (c"rx0_bytes", |s| &s.rx_bytes),
+    (c"rx0_alloc_fail", |s| &s.rx_dropped),
+    (c"rx0_csum_unnecessary", |s| &s.rx_csum_unnecessary),
+    (c"rx0_csum_none", |s| &s.rx_csum_none),
+    (c"rx0_csum_bad", |s| &s.rx_csum_bad),
+    (c"tx0_packets", |s| &s.tx_packets),
+    (c"tx0_bytes", |s| &s.tx_bytes),
+    (c"tx0_errors", |s| &s.tx_errors),
+    (c"tx0_needs_csum", |s| &s.tx_needs_csum),
+    (c"tx0_csum_none", |s| &s.tx_csum_none),
+    (c"tx0_stop", |s| &s.tx_stop),
+    (c"tx0_wake", |s| &s.tx_wake),
+];
+
+/// The names: the NIC's in `STATS` order, then the queues' in `QUEUE_STATS`
+/// order (what `NetDeviceOps::ETHTOOL_STAT_NAMES` wants).
+pub(crate) const NAMES: [&CStr; STATS.len() + QUEUE_STATS.len()] = {
+    let mut names = [c""; STATS.len() + QUEUE_STATS.len()];
     let mut i = 0;
     while i < STATS.len() {
         names[i] = STATS[i].0;
         i += 1;
     }
+    let mut j = 0;
+    while j < QUEUE_STATS.len() {
+        names[i + j] = QUEUE_STATS[j].0;
+        j += 1;
+    }
     names
 };
 
-/// Reads port `port`'s counters into `values` (one per name).
-pub(crate) fn read(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
+/// Reads port `port`'s NIC counters into the first `STATS.len()` of
+/// `values`; an unbound NIC leaves them as they are.
+pub(crate) fn read_hw(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
     let base = regs::port_block(port) + regs::PORT_STATS;
     for (value, (_, slot)) in values.iter_mut().zip(STATS.iter()) {
         *value = r.r64(base + 8 * slot)?;
     }
     Ok(())
+}
+
+/// Reads the driver's per-queue counters into the `values` after the NIC's.
+pub(crate) fn read_queues(stats: &Stats, values: &mut [u64]) {
+    let queues = values.iter_mut().skip(STATS.len());
+    for (value, (_, counter)) in queues.zip(QUEUE_STATS.iter()) {
+        *value = counter(stats).load(Relaxed);
+    }
+}
+
+/// One of the NIC's per-port counters (`PSTAT_*`), 0 if it cannot be read.
+pub(crate) fn hw(r: &Regs<'_>, port: u32, slot: usize) -> u64 {
+    r.r64(regs::port_block(port) + regs::PORT_STATS + 8 * slot)
+        .unwrap_or(0)
 }

@@ -17,6 +17,7 @@ mod cdev;
 mod cmdq;
 mod control;
 mod driver;
+mod ethtool;
 mod hw;
 mod irq;
 mod mr;
