@@ -139,6 +139,8 @@ impl Ulp for ZnUlp {
             return Err(EOPNOTSUPP);
         }
         let (ctl, nic, port) = port_of(sk)?;
+        // `ethtool -G <port> tcp-data-split off` refuses new flows.
+        ctl.flow_attach_allowed(port)?;
         let tuple = sk.ipv4_tuple();
         let rx_isn = sk.copied_seq();
         let (mode, target) = match arg.rx_mode {

@@ -132,6 +132,9 @@ pub(crate) struct PortSnapshot {
     pub(crate) mtu: Atomic<u32>,
     pub(crate) link: Atomic<u32>,
     pub(crate) zc: ZcStats,
+    /// The port's header/data split (`ethtool -G zn0 tcp-data-split`) is not
+    /// off: new flows may be attached. See [`Control::flow_attach_allowed`].
+    pub(crate) flows_allowed: Atomic<bool>,
 }
 
 impl PortSnapshot {
@@ -147,6 +150,7 @@ impl PortSnapshot {
                 tx_merged: Atomic::new(0),
                 tx_copied: Atomic::new(0),
             },
+            flows_allowed: Atomic::new(true),
         }
     }
 }
@@ -474,6 +478,26 @@ impl Control {
             for item in held {
                 leak(item);
             }
+        }
+    }
+
+    /// Whether a new flow may be attached to port `port`: `EOPNOTSUPP` while
+    /// the port's header/data split is off (`ethtool -G zn0 tcp-data-split
+    /// off`, `docs/uapi.md`), `ENODEV` for a port the NIC does not have.
+    ///
+    /// Flows attached before it was turned off are left alone; an attach
+    /// that passed this check before is one of them.
+    #[allow(dead_code, reason = "for ZERONIC_IOC_FLOW_ATTACH (flows, issue 9)")]
+    pub(crate) fn flow_attach_allowed(&self, port: u32) -> Result {
+        if port >= self.identity.ports {
+            return Err(ENODEV);
+        }
+        // CAST: u32 -> usize; `port < ports <= MAX_PORTS`.
+        let p = self.ports.get(port as usize).ok_or(ENODEV)?;
+        if p.flows_allowed.load(Relaxed) {
+            Ok(())
+        } else {
+            Err(EOPNOTSUPP)
         }
     }
 

@@ -15,23 +15,38 @@ use kernel::{
     },
     net::{
         dev::{
+            ethtool::{
+                ChannelCounts,
+                Channels,
+                Coalesce,
+                CoalesceParams,
+                LinkSettings,
+                RingParamSupport,
+                RingParams,
+                TcpDataSplit, //
+            },
             Features,
             NetDevice,
             NetDeviceOps,
             NetdevTx,
+            QueueStatsRx,
+            QueueStatsTx,
             RtnlLinkStats64,
             XmitSkb, //
         },
         napi::Napi,
         skbuff::SkBuff,
+        netlink::ExtAck,
     },
+    new_mutex,
     page::Page,
     pci,
     prelude::*,
     sync::{
         aref::ARef,
         atomic::Relaxed,
-        Arc, //
+        Arc,
+        Mutex, //
     },
 };
 
@@ -41,20 +56,23 @@ use crate::{
         Control,
         Held, //
     },
+    ethtool::{
+        self,
+        PortConfig, //
+    },
     hw::regs,
-    nic_regs::NicRegs,
+    nic_regs::{
+        NicRegs,
+        Regs, //
+    },
     queues::{
+        ring_geometry,
+        ring_slots,
         Queues,
         RxRing,
         TxRing, //
     },
 };
-
-/// TX completion interrupt moderation: completions only free ring slots, so
-/// they can wait (an interrupt costs far more than a few microseconds here).
-const TX_ITR_USECS: u32 = 64;
-/// ... or until this many completions are pending.
-const TX_ITR_ENTRIES: u32 = 32;
 
 /// Private data of a port's net_device.
 #[pin_data]
@@ -65,6 +83,10 @@ pub(crate) struct Port {
     pdev: ARef<pci::Device>,
     regs: Arc<NicRegs>,
     control: Arc<Control>,
+    /// What ethtool configured (ring sizes, moderation); taken under RTNL
+    /// only, never on the data path.
+    #[pin]
+    cfg: Mutex<PortConfig>,
     /// The data path; NAPI polls it.
     #[pin]
     pub(crate) napi: Napi<Queues>,
@@ -81,6 +103,7 @@ impl Port {
         let pdev: &pci::Device = pdev;
         let pdev: ARef<pci::Device> = pdev.into();
         try_pin_init!(Self {
+            cfg <- new_mutex!(PortConfig::new(), "zeronic::port::cfg"),
             napi <- Napi::new(Queues::new(index, regs.clone(), control.clone(), zero)),
             index,
             pdev,
@@ -93,7 +116,9 @@ impl Port {
     fn bound(&self) -> &Device<Bound> {
         let dev: &Device = self.pdev.as_ref();
         // SAFETY: Only called from net_device callbacks that run under RTNL
-        // while the net_device is registered (open, change_mtu). The driver
+        // while the net_device is registered (open, change_mtu, ethtool's
+        // set_ringparam: the ethtool core finds the device under RTNL, and
+        // unregistration unlists it under RTNL first). The driver
         // unregisters it in its remove path, before the PCI device unbinds,
         // and unregistration takes RTNL, so the device is bound for as long
         // as such a callback runs, which outlives the returned reference.
@@ -108,8 +133,10 @@ impl Port {
     /// Brings the port up at `mtu`: rings, NIC queues, RX buffers, NAPI.
     fn start(&self, dev: &NetDevice, mtu: u32) -> Result {
         let bdev = self.bound();
-        let tx = TxRing::new(bdev, self.index, mtu)?;
-        let mut rx = RxRing::new(bdev, self.index, mtu)?;
+        // A copy: the mutex must not be taken in the register section below.
+        let cfg = *self.cfg.lock();
+        let tx = TxRing::new(bdev, self.index, mtu, ring_slots(cfg.tx_slots, mtu))?;
+        let mut rx = RxRing::new(bdev, self.index, mtu, ring_slots(cfg.rx_slots, mtu))?;
         {
             let r = self.regs.get()?;
             let mac = dev.mac_addr();
@@ -124,11 +151,8 @@ impl Port {
                 b + regs::PORT_MAC_HI,
                 u32::from_le_bytes([mac[4], mac[5], 0, 0]),
             )?;
-            r.w32(b + regs::PORT_COALESCE_BYTES, regs::DEFAULT_COALESCE_BYTES)?;
+            self.moderate(&r, &cfg, mtu)?;
             r.w32(b + regs::PORT_CTRL, regs::PORT_CTRL_ENABLE)?;
-            let tx_vec = regs::vec_block(regs::vec_tx(self.index));
-            r.w32(tx_vec + regs::VEC_ITR_USECS, TX_ITR_USECS)?;
-            r.w32(tx_vec + regs::VEC_ITR_ENTRIES, TX_ITR_ENTRIES)?;
             r.doorbell(regs::DB_CMD)?;
         }
         let enabled = tx
@@ -170,6 +194,39 @@ impl Port {
         self.set_link(dev, link);
         self.snapshot().mtu.store(mtu, Relaxed);
         dev.start_queue();
+        Ok(())
+    }
+
+    /// Programs the port's interrupt moderation and header-entry coalescing
+    /// limit from `cfg` (registers the NIC reads live, hardware spec §7, §9).
+    fn moderate(&self, r: &Regs<'_>, cfg: &PortConfig, mtu: u32) -> Result {
+        for (v, itr) in [
+            (regs::vec_rx(self.index), cfg.rx_itr),
+            (regs::vec_tx(self.index), cfg.tx_itr),
+        ] {
+            r.w32(regs::vec_block(v) + regs::VEC_ITR_USECS, itr.usecs)?;
+            r.w32(regs::vec_block(v) + regs::VEC_ITR_ENTRIES, itr.entries)?;
+        }
+        r.w32(
+            self.block() + regs::PORT_COALESCE_BYTES,
+            ethtool::cqe_bytes(cfg.cqe_frames, mtu),
+        )
+    }
+
+    /// Rebuilds the rings of an open port after `cfg` changed from `old`
+    /// (their sizes); if the new ones cannot be had, goes back to `old` and
+    /// its rings.
+    fn restart(&self, dev: &NetDevice, old: PortConfig) -> Result {
+        if !self.is_open() {
+            return Ok(());
+        }
+        self.halt(dev);
+        let mtu = dev.mtu();
+        if let Err(e) = self.start(dev, mtu) {
+            *self.cfg.lock() = old;
+            let _ = self.start(dev, mtu);
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -305,9 +362,181 @@ impl NetDeviceOps for Port {
     fn ethtool_stats(_dev: &NetDevice, this: Pin<&Self>, values: &mut [u64]) {
         // An unbound NIC leaves them zero.
         if let Ok(r) = this.regs.get() {
-            let _ = crate::port_stats::read(&r, this.index, values);
+            let _ = crate::port_stats::read_hw(&r, this.index, values);
         }
+        crate::port_stats::read_queues(&this.napi.data().stats, values);
         crate::port_stats::read_zc(&this.snapshot().zc, values);
+    }
+
+    fn get_channels(_dev: &NetDevice, _this: Pin<&Self>, channels: &mut Channels) {
+        *channels = ethtool::channels();
+    }
+
+    fn set_channels(_dev: &NetDevice, _this: Pin<&Self>, counts: &ChannelCounts) -> Result {
+        ethtool::set_channels(counts)
+    }
+
+    const SUPPORTED_RING_PARAMS: RingParamSupport = ethtool::RING_PARAMS;
+
+    fn get_ringparam(dev: &NetDevice, this: Pin<&Self>, p: &mut RingParams) {
+        let mtu = dev.mtu();
+        let cfg = *this.cfg.lock();
+        p.rx_max = ethtool::ring_max(mtu);
+        p.tx_max = p.rx_max;
+        p.rx = ring_slots(cfg.rx_slots, mtu);
+        p.tx = ring_slots(cfg.tx_slots, mtu);
+        p.rx_buf_len = ring_geometry(mtu).0;
+        // Unconfigured means on: flows may be attached, as before the knob.
+        p.tcp_data_split = if this.snapshot().flows_allowed.load(Relaxed) {
+            TcpDataSplit::Enabled
+        } else {
+            TcpDataSplit::Disabled
+        };
+        // The NIC places every payload byte of a flow, whatever its size.
+        p.hds_thresh = 0;
+        p.hds_thresh_max = 0;
+    }
+
+    fn set_ringparam(
+        dev: &NetDevice,
+        this: Pin<&Self>,
+        p: &RingParams,
+        extack: &mut ExtAck<'_>,
+    ) -> Result {
+        let rx = ethtool::ring_size(p.rx, extack)?;
+        let tx = ethtool::ring_size(p.tx, extack)?;
+        let mtu = dev.mtu();
+        let old = {
+            let mut cfg = this.cfg.lock();
+            let old = *cfg;
+            // A size equal to the MTU's default keeps following the MTU.
+            if rx != ring_slots(old.rx_slots, mtu) {
+                cfg.rx_slots = Some(rx);
+            }
+            if tx != ring_slots(old.tx_slots, mtu) {
+                cfg.tx_slots = Some(tx);
+            }
+            old
+        };
+        if (ring_slots(old.rx_slots, mtu), ring_slots(old.tx_slots, mtu)) != (rx, tx) {
+            this.restart(dev, old)?;
+        }
+        // Attached flows are left alone; `Control::flow_attach_allowed()`
+        // refuses new ones while it is off.
+        let allowed = p.tcp_data_split != TcpDataSplit::Disabled;
+        this.snapshot().flows_allowed.store(allowed, Relaxed);
+        Ok(())
+    }
+
+    const SUPPORTED_COALESCE_PARAMS: CoalesceParams = ethtool::COALESCE_PARAMS;
+
+    fn get_coalesce(
+        dev: &NetDevice,
+        this: Pin<&Self>,
+        c: &mut Coalesce,
+        _extack: &mut ExtAck<'_>,
+    ) -> Result {
+        *c = ethtool::coalesce(&this.cfg.lock(), dev.mtu());
+        Ok(())
+    }
+
+    fn set_coalesce(
+        dev: &NetDevice,
+        this: Pin<&Self>,
+        c: &Coalesce,
+        extack: &mut ExtAck<'_>,
+    ) -> Result {
+        let mut cfg = this.cfg.lock();
+        let new = ethtool::set_coalesce(&cfg, c, dev.mtu(), extack)?;
+        if this.is_open() {
+            // Live registers; a closed port gets them when it opens.
+            this.moderate(&this.regs.get()?, &new, dev.mtu())?;
+        }
+        *cfg = new;
+        Ok(())
+    }
+
+    fn get_link_ksettings(
+        _dev: &NetDevice,
+        _this: Pin<&Self>,
+        settings: &mut LinkSettings,
+    ) -> Result {
+        *settings = ethtool::link_settings();
+        Ok(())
+    }
+
+    fn queue_stats_rx(_dev: &NetDevice, this: Pin<&Self>, queue: u32, q: &mut QueueStatsRx<'_>) {
+        if queue != 0 {
+            return;
+        }
+        let s = &this.napi.data().stats;
+        q.set_packets(s.rx_packets.load(Relaxed));
+        q.set_bytes(s.rx_bytes.load(Relaxed));
+        q.set_alloc_fail(s.rx_dropped.load(Relaxed));
+        q.set_csum_unnecessary(s.rx_csum_unnecessary.load(Relaxed));
+        q.set_csum_none(s.rx_csum_none.load(Relaxed));
+        q.set_csum_bad(s.rx_csum_bad.load(Relaxed));
+        // The NIC's drops of the port, which has this one RX queue.
+        if let Ok(r) = this.regs.get() {
+            let hw = |slot| crate::port_stats::hw(&r, this.index, slot);
+            let no_buf = hw(regs::PSTAT_RX_NO_BUF);
+            q.set_hw_drop_overruns(no_buf);
+            q.set_hw_drops(
+                no_buf
+                    .saturating_add(hw(regs::PSTAT_RX_MALFORMED))
+                    .saturating_add(hw(regs::PSTAT_RX_CSUM_ERR))
+                    .saturating_add(hw(regs::PSTAT_RX_HDRQ_FULL)),
+            );
+        }
+    }
+
+    fn queue_stats_tx(_dev: &NetDevice, this: Pin<&Self>, queue: u32, q: &mut QueueStatsTx<'_>) {
+        if queue != 0 {
+            return;
+        }
+        let s = &this.napi.data().stats;
+        let errors = s.tx_errors.load(Relaxed);
+        q.set_packets(s.tx_packets.load(Relaxed));
+        q.set_bytes(s.tx_bytes.load(Relaxed));
+        q.set_needs_csum(s.tx_needs_csum.load(Relaxed));
+        q.set_csum_none(s.tx_csum_none.load(Relaxed));
+        q.set_stop(s.tx_stop.load(Relaxed));
+        q.set_wake(s.tx_wake.load(Relaxed));
+        q.set_hw_drop_errors(errors);
+        // Descriptors the NIC refused, and frames it dropped for want of link.
+        let no_link = this
+            .regs
+            .get()
+            .map(|r| crate::port_stats::hw(&r, this.index, regs::PSTAT_TX_NO_LINK))
+            .unwrap_or(0);
+        q.set_hw_drops(errors.saturating_add(no_link));
+    }
+
+    fn base_stats(
+        _dev: &NetDevice,
+        _this: Pin<&Self>,
+        rx: &mut QueueStatsRx<'_>,
+        tx: &mut QueueStatsTx<'_>,
+    ) {
+        // The queues are the port's only ones and keep their counts across
+        // ifdown: nothing is counted outside them. Zero marks each statistic
+        // the device total (queue 0's) is complete for.
+        rx.set_packets(0);
+        rx.set_bytes(0);
+        rx.set_alloc_fail(0);
+        rx.set_csum_unnecessary(0);
+        rx.set_csum_none(0);
+        rx.set_csum_bad(0);
+        rx.set_hw_drop_overruns(0);
+        rx.set_hw_drops(0);
+        tx.set_packets(0);
+        tx.set_bytes(0);
+        tx.set_needs_csum(0);
+        tx.set_csum_none(0);
+        tx.set_stop(0);
+        tx.set_wake(0);
+        tx.set_hw_drop_errors(0);
+        tx.set_hw_drops(0);
     }
 
     fn change_mtu(dev: &NetDevice, this: Pin<&Self>, new_mtu: u32) -> Result {

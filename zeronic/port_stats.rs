@@ -1,21 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The NIC's own per-port counters, as `ethtool -S zn0` shows them.
+//! A port's counters as `ethtool -S zn0` shows them: the NIC's own per-port
+//! counters, then the driver's per-queue ones.
 //!
 //! `ip -s link` shows the driver's view (packets it handed to and took from
-//! the NIC); these are the NIC's (`PORT_STATS`, hardware spec §12): what the
-//! wire, the RX Split Unit and the TX Merge Unit did, including drops the
-//! driver never sees. Names are the `PSTAT_*` names, prefixed `hw_`. After
-//! them come the driver's counters of the port's zero-copy flows (`zc_*`).
+//! the NIC); the `hw_*` lines are the NIC's (`PORT_STATS`, hardware spec
+//! §12): what the wire, the RX Split Unit and the TX Merge Unit did,
+//! including drops the driver never sees. Their names are the `PSTAT_*`
+//! names, prefixed `hw_`. The `rx0_*` and `tx0_*` lines are the driver's
+//! counters of the port's one RX and one TX queue, the same ones netdev
+//! netlink's per-queue statistics report (`qstats-get`), so `rx0_packets`
+//! (the sum over the RX queues) equals `ip -s link`'s RX packets, and so on.
+//! Last come the driver's counters of the port's zero-copy flows (`zc_*`).
 
 use kernel::{
     prelude::*,
-    sync::atomic::Relaxed, //
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
 };
 
 use crate::{
     hw::regs,
-    nic_regs::Regs, //
+    nic_regs::Regs,
+    queues::Stats, //
 };
 
 /// `(ethtool name, PSTAT_* slot)` of every counter shown.
@@ -49,8 +58,8 @@ const STATS: [(&CStr, usize); 27] = [
     (c"hw_rx_coalesced", regs::PSTAT_RX_COALESCED),
 ];
 
-/// The driver's own counters of the port's zero-copy flows, shown after the
-/// NIC's (`control::ZcStats`).
+/// The driver's own counters of the port's zero-copy flows, shown last
+/// (`control::ZcStats`).
 const ZC: [&CStr; 5] = [
     c"zc_flows",
     c"zc_rx_placed_bytes",
@@ -59,24 +68,49 @@ const ZC: [&CStr; 5] = [
     c"zc_tx_copied_bytes",
 ];
 
-/// The names, the NIC's in `STATS` order then the driver's (what
-/// `NetDeviceOps::ETHTOOL_STAT_NAMES` wants).
-pub(crate) const NAMES: [&CStr; STATS.len() + ZC.len()] = {
-    let mut names = [c""; STATS.len() + ZC.len()];
+/// `(ethtool name, counter)` of the driver's per-queue counters shown.
+const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 13] = [
+    (c"rx0_packets", |s| &s.rx_packets),
+    (c"rx0_bytes", |s| &s.rx_bytes),
+    (c"rx0_alloc_fail", |s| &s.rx_dropped),
+    (c"rx0_csum_unnecessary", |s| &s.rx_csum_unnecessary),
+    (c"rx0_csum_none", |s| &s.rx_csum_none),
+    (c"rx0_csum_bad", |s| &s.rx_csum_bad),
+    (c"tx0_packets", |s| &s.tx_packets),
+    (c"tx0_bytes", |s| &s.tx_bytes),
+    (c"tx0_errors", |s| &s.tx_errors),
+    (c"tx0_needs_csum", |s| &s.tx_needs_csum),
+    (c"tx0_csum_none", |s| &s.tx_csum_none),
+    (c"tx0_stop", |s| &s.tx_stop),
+    (c"tx0_wake", |s| &s.tx_wake),
+];
+
+/// The names: the NIC's in `STATS` order, the queues' in `QUEUE_STATS`
+/// order, then the zero-copy ones (what `NetDeviceOps::ETHTOOL_STAT_NAMES`
+/// wants).
+pub(crate) const NAMES: [&CStr; STATS.len() + QUEUE_STATS.len() + ZC.len()] = {
+    let mut names = [c""; STATS.len() + QUEUE_STATS.len() + ZC.len()];
     let mut i = 0;
     while i < STATS.len() {
         names[i] = STATS[i].0;
         i += 1;
     }
-    while i < STATS.len() + ZC.len() {
-        names[i] = ZC[i - STATS.len()];
-        i += 1;
+    let mut j = 0;
+    while j < QUEUE_STATS.len() {
+        names[i + j] = QUEUE_STATS[j].0;
+        j += 1;
+    }
+    let mut k = 0;
+    while k < ZC.len() {
+        names[i + j + k] = ZC[k];
+        k += 1;
     }
     names
 };
 
-/// Reads port `port`'s NIC counters into the first values (one per name).
-pub(crate) fn read(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
+/// Reads port `port`'s NIC counters into the first `STATS.len()` of
+/// `values`; an unbound NIC leaves them as they are.
+pub(crate) fn read_hw(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
     let base = regs::port_block(port) + regs::PORT_STATS;
     for (value, (_, slot)) in values.iter_mut().zip(STATS.iter()) {
         *value = r.r64(base + 8 * slot)?;
@@ -84,7 +118,21 @@ pub(crate) fn read(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
     Ok(())
 }
 
-/// Writes the driver's zero-copy counters into the values after the NIC's.
+/// Reads the driver's per-queue counters into the `values` after the NIC's.
+pub(crate) fn read_queues(stats: &Stats, values: &mut [u64]) {
+    let queues = values.iter_mut().skip(STATS.len());
+    for (value, (_, counter)) in queues.zip(QUEUE_STATS.iter()) {
+        *value = counter(stats).load(Relaxed);
+    }
+}
+
+/// One of the NIC's per-port counters (`PSTAT_*`), 0 if it cannot be read.
+pub(crate) fn hw(r: &Regs<'_>, port: u32, slot: usize) -> u64 {
+    r.r64(regs::port_block(port) + regs::PORT_STATS + 8 * slot)
+        .unwrap_or(0)
+}
+
+/// Writes the driver's zero-copy counters into the values after the queues'.
 pub(crate) fn read_zc(zc: &crate::control::ZcStats, values: &mut [u64]) {
     let ours = [
         zc.flows.load(Relaxed),
@@ -93,7 +141,8 @@ pub(crate) fn read_zc(zc: &crate::control::ZcStats, values: &mut [u64]) {
         zc.tx_merged.load(Relaxed),
         zc.tx_copied.load(Relaxed),
     ];
-    for (value, v) in values.iter_mut().skip(STATS.len()).zip(ours) {
+    let skip = STATS.len() + QUEUE_STATS.len();
+    for (value, v) in values.iter_mut().skip(skip).zip(ours) {
         *value = v;
     }
 }

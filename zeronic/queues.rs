@@ -29,6 +29,7 @@ use kernel::{
     },
     net::{
         dev::{
+            Features,
             NetDevice,
             NetdevTx,
             XmitSkb, //
@@ -73,6 +74,7 @@ use crate::{
             HDRQ_ENTRY_SIZE,
             TxCompletion,
             TxDesc,
+            RXF_CSUM_BAD,
             RXF_CSUM_OK,
             RXF_TCP,
             TXF_CSUM_PARTIAL,
@@ -102,6 +104,13 @@ const HDRQ_ENTRIES: u32 = 512;
 /// Bytes of buffers per ring the ring size aims at: big MTUs get fewer slots.
 const RING_BYTES: u32 = 4 << 20;
 
+/// Most bytes of buffers one ring may take when its size is set with
+/// `ethtool -G` (each buffer is its own coherent allocation of whole pages).
+const RING_MAX_BYTES: u32 = 16 << 20;
+
+/// Fewest entries a ring may be given with `ethtool -G`.
+pub(crate) const MIN_SLOTS: u32 = 16;
+
 /// Returns the buffer size and number of slots of the rings for `mtu`.
 pub(crate) fn ring_geometry(mtu: u32) -> (u32, u32) {
     // Buffers are a multiple of 64 bytes (cache line, and the NIC's alignment
@@ -113,16 +122,55 @@ pub(crate) fn ring_geometry(mtu: u32) -> (u32, u32) {
     (buf_len, slots)
 }
 
-/// Counters of one port's net_device (`ip -s link`), updated locklessly.
+/// Most entries a ring may have at `mtu` (`ethtool -g` maximum): its buffers
+/// stay within `RING_MAX_BYTES` and the NIC's `MAX_RING`.
+pub(crate) fn max_slots(mtu: u32) -> u32 {
+    let (buf_len, _) = ring_geometry(mtu);
+    // A coherent buffer takes a power-of-two number of pages.
+    let slot_bytes = buf_len.next_power_of_two().max(4096);
+    let slots = (RING_MAX_BYTES / slot_bytes).clamp(MIN_SLOTS, regs::MAX_RING);
+    1u32 << (31 - slots.leading_zeros())
+}
+
+/// Entries of a ring at `mtu`: `asked` (set with `ethtool -G`, a power of
+/// two) if it still fits the MTU's maximum, else the maximum; the MTU's
+/// default without `asked`.
+pub(crate) fn ring_slots(asked: Option<u32>, mtu: u32) -> u32 {
+    match asked {
+        Some(n) => n.min(max_slots(mtu)),
+        None => ring_geometry(mtu).1,
+    }
+}
+
+/// Counters of one port's net_device, updated locklessly. A port has one RX
+/// and one TX queue, so these are also queue 0's counters: `ip -s link`,
+/// the per-queue statistics (netdev netlink `qstats-get`) and the `rx0_*`,
+/// `tx0_*` lines of `ethtool -S` all read them, and they live as long as the
+/// net_device (not the rings), so none goes backwards on `ip link set down`.
 pub(crate) struct Stats {
     pub(crate) rx_packets: Atomic<u64>,
     pub(crate) rx_bytes: Atomic<u64>,
+    /// Frames lost because no skb could be allocated (qstats `alloc-fail`).
     pub(crate) rx_dropped: Atomic<u64>,
     pub(crate) rx_errors: Atomic<u64>,
+    /// Frames delivered `CHECKSUM_UNNECESSARY` (TCP, verified by the NIC).
+    pub(crate) rx_csum_unnecessary: Atomic<u64>,
+    /// Frames delivered `CHECKSUM_NONE`.
+    pub(crate) rx_csum_none: Atomic<u64>,
+    /// Of those, TCP frames the NIC found a bad checksum in (`RXF_CSUM_BAD`).
+    pub(crate) rx_csum_bad: Atomic<u64>,
     pub(crate) tx_packets: Atomic<u64>,
     pub(crate) tx_bytes: Atomic<u64>,
     pub(crate) tx_dropped: Atomic<u64>,
+    /// TX descriptors the NIC completed with an error status.
     pub(crate) tx_errors: Atomic<u64>,
+    /// Frames posted with `TXF_CSUM_PARTIAL` (the NIC computes a checksum).
+    pub(crate) tx_needs_csum: Atomic<u64>,
+    /// Frames posted without.
+    pub(crate) tx_csum_none: Atomic<u64>,
+    /// Times the TX queue was stopped (ring full) and woken again.
+    pub(crate) tx_stop: Atomic<u64>,
+    pub(crate) tx_wake: Atomic<u64>,
 }
 
 impl Stats {
@@ -132,10 +180,17 @@ impl Stats {
             rx_bytes: Atomic::new(0),
             rx_dropped: Atomic::new(0),
             rx_errors: Atomic::new(0),
+            rx_csum_unnecessary: Atomic::new(0),
+            rx_csum_none: Atomic::new(0),
+            rx_csum_bad: Atomic::new(0),
             tx_packets: Atomic::new(0),
             tx_bytes: Atomic::new(0),
             tx_dropped: Atomic::new(0),
             tx_errors: Atomic::new(0),
+            tx_needs_csum: Atomic::new(0),
+            tx_csum_none: Atomic::new(0),
+            tx_stop: Atomic::new(0),
+            tx_wake: Atomic::new(0),
         }
     }
 }
@@ -185,8 +240,9 @@ pub(crate) struct TxRing {
 }
 
 impl TxRing {
-    pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32) -> Result<Self> {
-        let (buf_len, slots) = ring_geometry(mtu);
+    /// A ring of `slots` entries (a power of two) with buffers for `mtu`.
+    pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32, slots: u32) -> Result<Self> {
+        let (buf_len, _) = ring_geometry(mtu);
         let block = regs::port_block(port);
         let mut lens = KVec::new();
         // CAST: u32 -> usize is lossless on every architecture Linux supports.
@@ -213,8 +269,9 @@ impl TxRing {
         self.txq.entries() - self.prod.wrapping_sub(self.done)
     }
 
-    /// Copies `skb` into the next slot and posts it. The caller rings `DB_TX`.
-    fn post(&mut self, r: &Regs<'_>, skb: &SkBuff) -> Result {
+    /// Copies `skb` into the next slot and posts it; returns whether the NIC
+    /// computes its checksum. The caller rings `DB_TX`.
+    fn post(&mut self, r: &Regs<'_>, skb: &SkBuff) -> Result<bool> {
         let len = skb.len();
         let data = skb.data();
         // CAST: usize -> u64 is lossless on every architecture Linux supports.
@@ -233,7 +290,8 @@ impl TxRing {
             cookie: u64::from(index),
             ..Default::default()
         };
-        if skb.ip_summed() == Checksum::Partial {
+        let csum = skb.ip_summed() == Checksum::Partial;
+        if csum {
             let start = skb.csum_start_offset().ok_or(EINVAL)?;
             let offset = skb.csum_offset().ok_or(EINVAL)?;
             desc.flags = TXF_CSUM_PARTIAL;
@@ -246,7 +304,8 @@ impl TxRing {
             *l = len;
         }
         self.prod = index.wrapping_add(1);
-        r.w32(self.txq.reg(regs::Q_PROD), self.prod)
+        r.w32(self.txq.reg(regs::Q_PROD), self.prod)?;
+        Ok(csum)
     }
 
     /// Posts a merge send: the skb's header, copied into the slot, and its
@@ -324,8 +383,9 @@ pub(crate) struct RxRing {
 }
 
 impl RxRing {
-    pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32) -> Result<Self> {
-        let (buf_len, slots) = ring_geometry(mtu);
+    /// A ring of `slots` entries (a power of two) with buffers for `mtu`.
+    pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32, slots: u32) -> Result<Self> {
+        let (buf_len, _) = ring_geometry(mtu);
         let block = regs::port_block(port);
         Ok(Self {
             rxq: Ring::new(dev, slots, block + regs::PORT_RXQ)?,
@@ -415,6 +475,7 @@ impl Queues {
         if tx.free() == 0 {
             // The queue should have been stopped; ask the stack to retry.
             dev.stop_queue();
+            bump(&self.stats.tx_stop, 1);
             return NetdevTx::Busy(skb);
         }
         if let Some(wr) = SEND_OPS.lookup(&skb) {
@@ -438,16 +499,26 @@ impl Queues {
                 }
                 if tx.free() == 0 {
                     dev.stop_queue();
+                    bump(&self.stats.tx_stop, 1);
                 }
                 return NetdevTx::Ok;
             }
             wr.count(false, u64::from(skb.len()));
         }
-        if tx.post(&r, &skb).is_err() || r.doorbell(regs::DB_TX).is_err() {
-            bump(&self.stats.tx_dropped, 1);
+        match tx.post(&r, &skb) {
+            Ok(csum) if r.doorbell(regs::DB_TX).is_ok() => bump(
+                if csum {
+                    &self.stats.tx_needs_csum
+                } else {
+                    &self.stats.tx_csum_none
+                },
+                1,
+            ),
+            _ => bump(&self.stats.tx_dropped, 1),
         }
         if tx.free() == 0 {
             dev.stop_queue();
+            bump(&self.stats.tx_stop, 1);
         }
         drop(guard);
         skb.consume();
@@ -489,6 +560,7 @@ impl Queues {
             r.w32(tx.txcq.reg(regs::Q_CONS), tx.done)?;
             if dev.queue_stopped() && tx.free() >= tx.txq.entries() / 4 {
                 dev.wake_queue();
+                bump(&self.stats.tx_wake, 1);
             }
         }
         drop(guard);
@@ -582,7 +654,10 @@ impl Queues {
             bump(&self.stats.rx_dropped, 1);
             return;
         };
-        let csum = if c.flags & (RXF_TCP | RXF_CSUM_OK) == RXF_TCP | RXF_CSUM_OK {
+        // `ethtool -K zn0 rx off` clears RXCSUM: the stack verifies then.
+        let verified = c.flags & (RXF_TCP | RXF_CSUM_OK) == RXF_TCP | RXF_CSUM_OK
+            && ctx.dev().features().contains(Features::RXCSUM);
+        let csum = if verified {
             RxChecksum::Unnecessary
         } else {
             RxChecksum::None
@@ -593,6 +668,14 @@ impl Queues {
         }
         bump(&self.stats.rx_packets, 1);
         bump(&self.stats.rx_bytes, u64::from(c.len));
+        if csum == RxChecksum::Unnecessary {
+            bump(&self.stats.rx_csum_unnecessary, 1);
+        } else {
+            bump(&self.stats.rx_csum_none, 1);
+            if c.flags & RXF_CSUM_BAD != 0 {
+                bump(&self.stats.rx_csum_bad, 1);
+            }
+        }
         ctx.gro_receive(skb);
     }
 }
@@ -674,6 +757,25 @@ mod tests {
             assert!(slots <= regs::MAX_RING);
             mtu += 97;
         }
+    }
+
+    /// `ethtool -G` bounds: a power of two, at least the default, within the
+    /// NIC's `MAX_RING`, and a chosen size shrinks when the MTU grows.
+    #[test]
+    fn max_slots_bounds() {
+        let mut mtu = kernel::net::dev::ETH_MIN_MTU;
+        while mtu <= regs::MAX_MTU {
+            let max = max_slots(mtu);
+            assert!(max.is_power_of_two());
+            assert!(max >= ring_geometry(mtu).1);
+            assert!((MIN_SLOTS..=regs::MAX_RING).contains(&max));
+            assert_eq!(ring_slots(Some(regs::MAX_RING), mtu), max);
+            assert_eq!(ring_slots(None, mtu), ring_geometry(mtu).1);
+            mtu += 97;
+        }
+        assert_eq!(max_slots(1500), 4096);
+        assert_eq!(max_slots(9000), 1024);
+        assert_eq!(max_slots(regs::MAX_MTU), 256);
     }
 
     /// Rings stay near the 4 MiB target unless the slot count hits a bound.

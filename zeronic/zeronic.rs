@@ -20,6 +20,7 @@ mod cmdq;
 mod control;
 mod cq;
 mod driver;
+mod ethtool;
 mod flow;
 mod flow_tx;
 mod hdrq;

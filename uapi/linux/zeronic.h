@@ -283,6 +283,8 @@ struct zeronic_flow_query {
  *   EEXIST  the socket is attached already (through any file), or has
  *           another upper-layer protocol (kTLS, sockmap)
  *   ENODEV  the socket's route does not go out of a ZeroNIC port
+ *   EOPNOTSUPP that port's header/data split is off (ethtool -G <port>
+ *           tcp-data-split off); flows attached before are left alone
  *   ENOENT  no such CQ; RX_STREAM: no region with ring_key on the NIC
  *   EACCES  RX_STREAM: the region lacks ZERONIC_ACCESS_LOCAL_WRITE
  *   EINVAL  rx_mode, ring geometry (size, bounds), reserved fields
