@@ -304,7 +304,8 @@ impl Flow {
         }
         self.drop_pending_sends();
         self.control.remove_flow(self.hw_index, self);
-        let confirmed = self.inner.lock().nic_removed || remove_nic_flow(&self.control, self.hw_index);
+        let confirmed =
+            self.inner.lock().nic_removed || remove_nic_flow(&self.control, self.hw_index);
         let mut inner = self.inner.lock();
         inner.nic_removed |= confirmed;
         if confirmed {

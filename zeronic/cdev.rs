@@ -16,12 +16,12 @@
 
 use kernel::{
     fs::File,
-    mm::virt::VmaNew,
     miscdevice::{
         MiscDevice,
         MiscDeviceOptions,
         MiscDeviceRegistration, //
     },
+    mm::virt::VmaNew,
     new_mutex,
     prelude::*,
     seq_file::SeqFile,

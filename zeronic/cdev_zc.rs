@@ -195,7 +195,8 @@ impl ZcFiles {
                 }
             }
             uapi::RX_STREAM => {
-                if !req.ring_size.is_power_of_two() || !(RING_MIN..=RING_MAX).contains(&req.ring_size)
+                if !req.ring_size.is_power_of_two()
+                    || !(RING_MIN..=RING_MAX).contains(&req.ring_size)
                 {
                     return Err(EINVAL);
                 }
@@ -229,7 +230,10 @@ impl ZcFiles {
         let mut flows = self.flows.lock();
         let stored = flows.push(flow.clone(), GFP_KERNEL);
         drop(flows);
-        if let Err(e) = stored.map_err(Error::from).and_then(|()| writer.write(&req)) {
+        if let Err(e) = stored
+            .map_err(Error::from)
+            .and_then(|()| writer.write(&req))
+        {
             self.flows.lock().retain(|f| !Arc::ptr_eq(f, &flow));
             flow.detach();
             return Err(e);
@@ -424,10 +428,9 @@ fn post_recv(flow: &Arc<Flow>, mr: Arc<MrShared>, wr: &uapi::Wr) -> Result {
         ..Default::default()
     };
     flow.control.submit(cmd.encode(), None)?;
-    let _ = inner.segs.push(
-        Seg::new(wr.wr_id, mr, wr.offset, wr.len, start),
-        GFP_ATOMIC,
-    );
+    let _ = inner
+        .segs
+        .push(Seg::new(wr.wr_id, mr, wr.offset, wr.len, start), GFP_ATOMIC);
     inner.posted_end = start + u64::from(wr.len);
     Ok(())
 }

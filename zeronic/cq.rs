@@ -198,7 +198,8 @@ impl Cq {
         }
         // CAST: u32 -> usize is lossless on every architecture Linux supports.
         let slot = (inner.tail & (self.entries - 1)) as usize;
-        self.ring.write(PAGE_SIZE + slot * CQE_SIZE, &cqe.encode())?;
+        self.ring
+            .write(PAGE_SIZE + slot * CQE_SIZE, &cqe.encode())?;
         inner.tail = inner.tail.wrapping_add(1);
         self.ring.store_u32_release(OFF_TAIL, inner.tail)?;
         inner.unsignalled = true;

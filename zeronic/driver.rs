@@ -18,11 +18,11 @@
 use core::pin::Pin;
 
 use kernel::{
+    alloc::flags::__GFP_ZERO,
     device::{
         Bound,
         Core, //
     },
-    alloc::flags::__GFP_ZERO,
     irq,
     net::dev::{
         Builder,

@@ -306,7 +306,11 @@ impl Flow {
 
     /// Where byte `pos` of the stream lies: the region, the offset in it,
     /// and how many bytes from there the target holds contiguously.
-    pub(crate) fn target_of(&self, inner: &FlowInner, pos: u64) -> Option<(Arc<MrShared>, u64, u64)> {
+    pub(crate) fn target_of(
+        &self,
+        inner: &FlowInner,
+        pos: u64,
+    ) -> Option<(Arc<MrShared>, u64, u64)> {
         match &self.target {
             RxTarget::Segments => {
                 let seg = inner
@@ -326,7 +330,11 @@ impl Flow {
                     return None;
                 }
                 let in_ring = pos % size;
-                Some((mr.clone(), offset + in_ring, (size - in_ring).min(limit - pos)))
+                Some((
+                    mr.clone(),
+                    offset + in_ring,
+                    (size - in_ring).min(limit - pos),
+                ))
             }
         }
     }
@@ -444,7 +452,11 @@ impl Flow {
     fn mark_copied(&self, inner: &mut FlowInner, pos: u64) {
         match self.target {
             RxTarget::Segments => {
-                if let Some(seg) = inner.segs.iter_mut().find(|s| s.start < pos && pos <= s.end()) {
+                if let Some(seg) = inner
+                    .segs
+                    .iter_mut()
+                    .find(|s| s.start < pos && pos <= s.end())
+                {
                     seg.copied = true;
                 }
             }
@@ -460,7 +472,8 @@ impl Flow {
                     let Ok(seg) = inner.segs.remove(0) else {
                         break;
                     };
-                    let _ = self.complete(&recv_cqe(self.id, &seg, seg.len, 0, 0), Credit::Reserved);
+                    let _ =
+                        self.complete(&recv_cqe(self.id, &seg, seg.len, 0, 0), Credit::Reserved);
                 }
                 if eof && !inner.eof {
                     inner.eof = true;
@@ -468,7 +481,10 @@ impl Flow {
                     let segs = core::mem::take(&mut inner.segs);
                     for seg in segs {
                         // CAST: the filled part of a segment fits its u32 length.
-                        let filled = inner.rx_done.saturating_sub(seg.start).min(u64::from(seg.len)) as u32;
+                        let filled = inner
+                            .rx_done
+                            .saturating_sub(seg.start)
+                            .min(u64::from(seg.len)) as u32;
                         let _ = self.complete(
                             &recv_cqe(self.id, &seg, filled, 0, uapi::CQE_F_EOF),
                             Credit::Reserved,
@@ -563,7 +579,11 @@ impl Flow {
         }
         inner.phase = Phase::Reset;
         // CAST: errno values are small positive numbers.
-        let status = if err != 0 { err.unsigned_abs() as u16 } else { ECONNRESET.to_errno().unsigned_abs() as u16 };
+        let status = if err != 0 {
+            err.unsigned_abs() as u16
+        } else {
+            ECONNRESET.to_errno().unsigned_abs() as u16
+        };
         self.post_event(&mut inner, status, 0);
         drop(inner);
         // From softirq: the segments go back once the NIC confirmed.
@@ -602,8 +622,14 @@ impl Flow {
         let segs = core::mem::take(&mut inner.segs);
         for seg in segs {
             // CAST: as in `complete_rx`.
-            let filled = inner.rx_done.saturating_sub(seg.start).min(u64::from(seg.len)) as u32;
-            let _ = self.complete(&recv_cqe(self.id, &seg, filled, status, 0), Credit::Reserved);
+            let filled = inner
+                .rx_done
+                .saturating_sub(seg.start)
+                .min(u64::from(seg.len)) as u32;
+            let _ = self.complete(
+                &recv_cqe(self.id, &seg, filled, status, 0),
+                Credit::Reserved,
+            );
         }
     }
 }

@@ -144,13 +144,20 @@ pub(crate) fn deliver(
     zero: &Page,
 ) -> Result<(u64, u64)> {
     let mut delivered = (0u64, 0u64);
-    let head: &[u8; 64] = raw.get(..64).and_then(|b| b.try_into().ok()).ok_or(EINVAL)?;
+    let head: &[u8; 64] = raw
+        .get(..64)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(EINVAL)?;
     let e = HdrEntry::decode(head);
     let hdr = raw
         .get(HDRQ_HDR_OFFSET..HDRQ_HDR_OFFSET + usize::from(e.hdr_len))
         .ok_or(EINVAL)?;
     let layout = parse(hdr).ok_or(EINVAL)?;
-    let payload = if e.flags & HDRF_NO_PAYLOAD != 0 { 0 } else { e.len };
+    let payload = if e.flags & HDRF_NO_PAYLOAD != 0 {
+        0
+    } else {
+        e.len
+    };
     let mut pos = e.stream_off;
     let end = pos.checked_add(u64::from(payload)).ok_or(EINVAL)?;
     // The NIC's stream offset agrees with the sequence number it reports.
@@ -159,7 +166,9 @@ pub(crate) fn deliver(
     }
     let mss = if e.nsegs > 1 {
         // CAST: at most `len`, a u32 below 64 KiB for coalesced entries.
-        payload.div_ceil(u32::from(e.nsegs)).min(u32::from(u16::MAX)) as u16
+        payload
+            .div_ceil(u32::from(e.nsegs))
+            .min(u32::from(u16::MAX)) as u16
     } else {
         0
     };

@@ -109,11 +109,17 @@ impl MrShared {
         if pos >= self.len {
             return None;
         }
-        let at = usize::try_from(pos).ok()?.checked_add(self.pages.offset())?;
+        let at = usize::try_from(pos)
+            .ok()?
+            .checked_add(self.pages.offset())?;
         let page = self.pages.page(at / PAGE_SIZE)?;
         let in_page = at % PAGE_SIZE;
         let left = (PAGE_SIZE - in_page).min(usize::try_from(self.len - pos).ok()?);
-        Some((page, u32::try_from(in_page).ok()?, u32::try_from(left).ok()?))
+        Some((
+            page,
+            u32::try_from(in_page).ok()?,
+            u32::try_from(left).ok()?,
+        ))
     }
 
     /// The page references, to copy into the region.

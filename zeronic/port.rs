@@ -35,8 +35,8 @@ use kernel::{
             XmitSkb, //
         },
         napi::Napi,
-        skbuff::SkBuff,
         netlink::ExtAck,
+        skbuff::SkBuff,
     },
     new_mutex,
     page::Page,
@@ -51,7 +51,6 @@ use kernel::{
 };
 
 use crate::{
-    flow_tx::SEND_OPS,
     control::{
         Control,
         Held, //
@@ -60,6 +59,7 @@ use crate::{
         self,
         PortConfig, //
     },
+    flow_tx::SEND_OPS,
     hw::regs,
     nic_regs::{
         NicRegs,

@@ -71,9 +71,9 @@ use crate::{
         desc::{
             RxBufDesc,
             RxCompletion,
-            HDRQ_ENTRY_SIZE,
             TxCompletion,
             TxDesc,
+            HDRQ_ENTRY_SIZE,
             RXF_CSUM_BAD,
             RXF_CSUM_OK,
             RXF_TCP,
@@ -599,12 +599,7 @@ impl Queues {
 
     /// Delivers up to `budget` header-queue entries (`hdrq.rs`); returns how
     /// many it used.
-    fn receive_headers(
-        &self,
-        ctx: &mut NapiContext<'_>,
-        budget: i32,
-        r: &Regs<'_>,
-    ) -> Result<i32> {
+    fn receive_headers(&self, ctx: &mut NapiContext<'_>, budget: i32, r: &Regs<'_>) -> Result<i32> {
         let mut guard = self.rx.lock();
         let Some(rx) = &mut *guard else {
             return Ok(0);
@@ -613,7 +608,10 @@ impl Queues {
         dma_mb(Read);
         let mut done = 0;
         // Never more than the ring holds: the index is the device's word.
-        while done < budget && rx.hdr_cons != prod && prod.wrapping_sub(rx.hdr_cons) <= rx.hdrq.entries() {
+        while done < budget
+            && rx.hdr_cons != prod
+            && prod.wrapping_sub(rx.hdr_cons) <= rx.hdrq.entries()
+        {
             let raw = rx.hdrq.read(rx.hdr_cons)?;
             let flow_index = u32::from_le_bytes([raw[4], raw[5], raw[6], raw[7]]);
             let res = match self.control.flow(flow_index) {
