@@ -412,8 +412,14 @@ impl<'a> Fuzzer<'a> {
         if q.mr_max_bytes < 256 << 20 {
             bad.push(format!("mr_max_bytes {}", q.mr_max_bytes));
         }
-        if q.reserved.iter().any(|&r| r != 0) {
-            bad.push(format!("reserved {:?}", q.reserved));
+        if q.reserved != 0 {
+            bad.push(format!("reserved {}", q.reserved));
+        }
+        if q.flows_in_use > q.flow_capacity {
+            bad.push(format!(
+                "flows_in_use {} > flow_capacity {}",
+                q.flows_in_use, q.flow_capacity
+            ));
         }
         for (i, p) in q.ports.iter().enumerate() {
             if p.reserved != 0 {
