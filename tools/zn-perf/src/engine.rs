@@ -1,0 +1,1435 @@
+//! The data paths of one end: bulk send and receive over plain sockets or
+//! offloaded flows, and ping-pong.
+//!
+//! **Threads.** An end runs its flows in `--threads` event loops (default
+//! one), flows dealt round-robin. A plain loop waits on epoll over its
+//! non-blocking sockets; an offloaded loop has one completion queue for all
+//! its flows and sleeps on its eventfd. One loop per end is what iperf3
+//! does and suits the 2-vCPU test guests, where both ends and the softirq
+//! work share two CPUs (64 flows as 64 threads would mostly measure the
+//! scheduler); a larger machine spreads flows over `-T` loops.
+//!
+//! **What is touched.** Without `--verify` an offloaded receiver never reads
+//! the payload and an offloaded sender fills its slots once, so the CPU
+//! figure is the data path's own; a plain end's read()/write() copies are
+//! Linux TCP's. With `--verify` the generator and SHA-256 run on every byte
+//! (and cost CPU: measure cost without it).
+
+use crate::cpu::Sample;
+use crate::report::{
+    Counters, FlowReport, Kind, LatencyReport, Mode, Percentiles, Role, RxKind, SideResult,
+    TestSpec,
+};
+use crate::stream::{Gen, StreamSum};
+use crate::zn::{self, Buffer, Cq, Cqe, Device, Region, Wr};
+use anyhow::{bail, ensure, Context, Result};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use std::collections::{HashMap, VecDeque};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options of this end (not sent to the peer).
+#[derive(Clone, Debug)]
+pub struct SideOpts {
+    /// "client" or "server".
+    pub host: &'static str,
+    pub mode: Mode,
+    pub rx: RxKind,
+    /// Stream mode: receive ring bytes per flow (a power of two).
+    pub ring: u64,
+    /// Sends in flight per flow (offload), None: enough for 4 MiB.
+    pub tx_depth: Option<u32>,
+    /// Receive segments posted per flow (offload, message mode), None:
+    /// enough for 4 MiB.
+    pub rx_depth: Option<u32>,
+    pub threads: u32,
+    pub nic: u32,
+    /// No progress for this long is an error.
+    pub stall: Duration,
+}
+
+/// Bytes a flow keeps in flight by default.
+const INFLIGHT: u64 = 4 << 20;
+
+fn depth(given: Option<u32>, msg: u64) -> u32 {
+    given.unwrap_or_else(|| INFLIGHT.div_ceil(msg).clamp(2, 256) as u32)
+}
+
+/// What this end does, from the test and which end it is.
+pub fn role_of(spec: &TestSpec, client: bool) -> Role {
+    match (spec.kind, client, spec.reverse) {
+        (Kind::Latency, true, _) => Role::Ping,
+        (Kind::Latency, false, _) => Role::Echo,
+        (Kind::Bandwidth, c, r) if c != r => Role::Send,
+        (Kind::Bandwidth, _, _) => Role::Recv,
+    }
+}
+
+// ---------------------------------------------------------------- plain
+
+/// A plain flow of a bulk test.
+struct PlainFlow {
+    index: u32,
+    sock: TcpStream,
+    buf: Vec<u8>,
+    /// Sender: the part of `buf` not written yet.
+    pend: std::ops::Range<usize>,
+    gen: Gen,
+    /// Sender: bytes put in `buf` so far (the stream offset).
+    scheduled: u64,
+    tx: StreamSum,
+    rx: StreamSum,
+    msgs: u64,
+    done: bool,
+}
+
+impl PlainFlow {
+    fn report(&self) -> FlowReport {
+        FlowReport {
+            index: self.index,
+            tx_bytes: self.tx.bytes(),
+            rx_bytes: self.rx.bytes(),
+            tx_sha256: self.tx.hex(),
+            rx_sha256: self.rx.hex(),
+            counters: None,
+            copied_completions: 0,
+        }
+    }
+
+    /// Sender: writes until the socket is full or the stream ends.
+    fn send_some(&mut self, spec: &TestSpec, deadline: Option<Instant>) -> Result<bool> {
+        let mut progressed = false;
+        loop {
+            if self.pend.is_empty() {
+                let left = match spec.bytes {
+                    Some(b) => b - self.scheduled,
+                    None if deadline.is_some_and(|d| Instant::now() < d) => spec.msg_size,
+                    None => 0,
+                };
+                if left == 0 {
+                    self.sock
+                        .shutdown(Shutdown::Write)
+                        .with_context(|| format!("flow {}: shutdown", self.index))?;
+                    self.done = true;
+                    return Ok(true);
+                }
+                let n = left.min(spec.msg_size) as usize;
+                if spec.verify {
+                    self.gen.fill(self.scheduled, &mut self.buf[..n]);
+                    self.tx.update(&self.buf[..n]);
+                } else {
+                    self.tx.count(n as u64);
+                }
+                self.scheduled += n as u64;
+                self.pend = 0..n;
+            }
+            match self.sock.write(&self.buf[self.pend.clone()]) {
+                Ok(0) => bail!("flow {}: write returned 0", self.index),
+                Ok(k) => {
+                    self.pend.start += k;
+                    self.msgs += 1;
+                    progressed = true;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(progressed),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("flow {}: write after {} bytes", self.index, self.scheduled)
+                    })
+                }
+            }
+        }
+    }
+
+    /// Receiver: reads what is there (a bounded number of reads).
+    fn recv_some(&mut self, verify: bool) -> Result<bool> {
+        let mut progressed = false;
+        for _ in 0..64 {
+            match self.sock.read(&mut self.buf) {
+                Ok(0) => {
+                    self.done = true;
+                    return Ok(true);
+                }
+                Ok(k) => {
+                    if verify {
+                        self.rx.update(&self.buf[..k]);
+                    } else {
+                        self.rx.count(k as u64);
+                    }
+                    self.msgs += 1;
+                    progressed = true;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("flow {}: read after {} bytes", self.index, self.rx.bytes())
+                    })
+                }
+            }
+        }
+        Ok(progressed)
+    }
+}
+
+struct PlainWorker {
+    flows: Vec<PlainFlow>,
+}
+
+impl PlainWorker {
+    fn run(
+        &mut self,
+        spec: &TestSpec,
+        role: Role,
+        t0: Instant,
+        stall: Duration,
+    ) -> Result<Instant> {
+        let deadline = spec.duration.map(|d| t0 + Duration::from_secs_f64(d));
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll_create")?;
+        let ev = if role == Role::Send {
+            EpollFlags::EPOLLOUT
+        } else {
+            EpollFlags::EPOLLIN
+        };
+        for (i, f) in self.flows.iter().enumerate() {
+            f.sock.set_nonblocking(true).context("O_NONBLOCK")?;
+            epoll
+                .add(f.sock.as_fd(), EpollEvent::new(ev, i as u64))
+                .context("epoll_ctl")?;
+        }
+        let mut events = vec![EpollEvent::empty(); self.flows.len().max(1)];
+        let mut last = Instant::now();
+        loop {
+            let mut progressed = false;
+            // Senders past their deadline finish without waiting for room.
+            if role == Role::Send && deadline.is_some_and(|d| Instant::now() >= d) {
+                for f in self
+                    .flows
+                    .iter_mut()
+                    .filter(|f| !f.done && f.pend.is_empty())
+                {
+                    progressed |= f.send_some(spec, deadline)?;
+                }
+            }
+            if self.flows.iter().all(|f| f.done) {
+                return Ok(Instant::now());
+            }
+            let n = epoll
+                .wait(&mut events, EpollTimeout::from(200u16))
+                .or_else(|e| {
+                    if e == nix::errno::Errno::EINTR {
+                        Ok(0)
+                    } else {
+                        Err(e)
+                    }
+                })
+                .context("epoll_wait")?;
+            for e in &events[..n] {
+                let f = &mut self.flows[e.data() as usize];
+                if f.done {
+                    continue;
+                }
+                progressed |= if role == Role::Send {
+                    f.send_some(spec, deadline)?
+                } else {
+                    f.recv_some(spec.verify)?
+                };
+                if f.done {
+                    epoll.delete(f.sock.as_fd()).context("epoll_ctl DEL")?;
+                }
+            }
+            let now = Instant::now();
+            if progressed {
+                last = now;
+            } else if now.duration_since(last) > stall {
+                let state: Vec<String> = self
+                    .flows
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "flow {}: sent {} received {}{}",
+                            f.index,
+                            f.tx.bytes(),
+                            f.rx.bytes(),
+                            if f.done { " (done)" } else { "" }
+                        )
+                    })
+                    .collect();
+                bail!(
+                    "no progress for {:.0} s ({}): {}",
+                    stall.as_secs_f64(),
+                    role.name(),
+                    state.join("; ")
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- offload
+
+/// The sending half of an offloaded flow: `depth` slots of the message size
+/// in one region the NIC reads.
+struct OffTx {
+    region: Region,
+    buf: Buffer,
+    slot: usize,
+    free: Vec<u32>,
+    inflight: u32,
+    gen: Gen,
+    sum: StreamSum,
+    /// Bytes posted (stream offset of the next send).
+    scheduled: u64,
+    acked: u64,
+    shut: bool,
+    msgs: u64,
+}
+
+/// Where an offloaded flow receives.
+enum RxBuf {
+    /// `nseg` segments of `seg` bytes, slot i at i * seg.
+    Msg { seg: usize },
+    /// A ring of `size` bytes.
+    Stream { size: u64 },
+}
+
+/// Where delivered bytes go: the digest (bulk) or a carry buffer (latency).
+struct RxSink {
+    sum: StreamSum,
+    verify: bool,
+    /// Latency: delivered bytes not yet taken by `recv`.
+    carry: Option<VecDeque<u8>>,
+}
+
+impl RxSink {
+    fn deliver(&mut self, data: &[u8]) {
+        if let Some(c) = &mut self.carry {
+            c.extend(data);
+        } else if self.verify {
+            self.sum.update(data);
+        } else {
+            // Not touched: an offloaded receiver without --verify never
+            // reads the payload.
+            self.sum.count(data.len() as u64);
+        }
+    }
+}
+
+/// The receiving half of an offloaded flow.
+struct OffRx {
+    region: Region,
+    buf: Buffer,
+    kind: RxBuf,
+    /// Bytes delivered in order so far.
+    received: u64,
+    sink: RxSink,
+    msgs: u64,
+    copied_cqes: u64,
+    /// End of the stream (the FLOW EOF event's stream_off).
+    eof_at: Option<u64>,
+}
+
+impl OffRx {
+    fn at_eof(&self) -> bool {
+        self.eof_at.is_some_and(|e| self.received >= e)
+    }
+}
+
+struct OffFlow {
+    index: u32,
+    /// The kernel's flow id.
+    id: u32,
+    tx: Option<OffTx>,
+    rx: Option<OffRx>,
+    /// Work requests to post at the next flush.
+    wrs: Vec<Wr>,
+    /// Stream mode: consume up to here at the next flush.
+    consume_to: Option<u64>,
+    /// Reset or other flow event with an error.
+    eof_without_rx: bool,
+    /// The socket last: closed after the flow is detached.
+    sock: TcpStream,
+}
+
+fn wr(opcode: u16, wr_id: u64, key: u64, offset: u64, len: usize) -> Wr {
+    Wr {
+        wr_id,
+        key,
+        offset,
+        len: len as u32,
+        opcode,
+        flags: 0,
+    }
+}
+
+impl OffFlow {
+    /// Attaches `sock` and sets up its halves. Message-mode receivers post
+    /// their segments at once, so nothing that arrives after the attach is
+    /// copied.
+    #[allow(clippy::too_many_arguments)]
+    fn attach(
+        dev: &Arc<Device>,
+        cq: &Cq,
+        opts: &SideOpts,
+        spec: &TestSpec,
+        index: u32,
+        sock: TcpStream,
+        send: bool,
+        recv: bool,
+    ) -> Result<Self> {
+        let s = spec.msg_size as usize;
+        let gen = Gen::new(spec.seed.wrapping_add(u64::from(index)));
+        let tx = if send {
+            let d = depth(opts.tx_depth, spec.msg_size);
+            let buf = Buffer::new(s * d as usize)?;
+            if !spec.verify {
+                // Filled once: the sender never touches the payload again.
+                // SAFETY: nothing is posted yet.
+                gen.fill(0, unsafe { buf.slice_mut(0, buf.len()) });
+            }
+            let region = dev.register(&buf, zn::ACCESS_READ)?;
+            Some(OffTx {
+                region,
+                buf,
+                slot: s,
+                free: (0..d).rev().collect(),
+                inflight: 0,
+                gen,
+                sum: StreamSum::new(spec.verify),
+                scheduled: 0,
+                acked: 0,
+                shut: false,
+                msgs: 0,
+            })
+        } else {
+            None
+        };
+        let carry = (spec.kind == Kind::Latency).then(VecDeque::new);
+        let (rx, mode) = if recv {
+            let (buf, kind) = match opts.rx {
+                RxKind::Message => {
+                    let d = depth(opts.rx_depth, spec.msg_size);
+                    (Buffer::new(s * d as usize)?, RxBuf::Msg { seg: s })
+                }
+                RxKind::Stream => (
+                    Buffer::new(opts.ring as usize)?,
+                    RxBuf::Stream { size: opts.ring },
+                ),
+            };
+            let region = dev.register(&buf, zn::ACCESS_WRITE)?;
+            let mode = match kind {
+                RxBuf::Msg { .. } => zn::RxMode::Message,
+                RxBuf::Stream { size } => zn::RxMode::Stream {
+                    ring_key: region.key,
+                    ring_size: size,
+                },
+            };
+            let rx = OffRx {
+                region,
+                buf,
+                kind,
+                received: 0,
+                sink: RxSink {
+                    sum: StreamSum::new(spec.verify),
+                    verify: spec.verify,
+                    carry,
+                },
+                msgs: 0,
+                copied_cqes: 0,
+                eof_at: None,
+            };
+            (Some(rx), mode)
+        } else {
+            (None, zn::RxMode::Message)
+        };
+        let id = dev
+            .attach(sock.as_fd(), cq, mode)
+            .with_context(|| format!("flow {index}"))?;
+        let mut f = Self {
+            index,
+            id,
+            tx,
+            rx,
+            wrs: Vec::new(),
+            consume_to: None,
+            eof_without_rx: false,
+            sock,
+        };
+        if let Some(rx) = &f.rx {
+            if let RxBuf::Msg { seg } = rx.kind {
+                let n = rx.buf.len() / seg;
+                for i in 0..n {
+                    f.wrs.push(wr(
+                        zn::WR_RECV,
+                        i as u64,
+                        rx.region.key,
+                        (i * seg) as u64,
+                        seg,
+                    ));
+                }
+            }
+        }
+        f.flush(dev)?;
+        Ok(f)
+    }
+
+    /// Bulk sender: posts sends into the free slots while the stream lasts;
+    /// shuts the socket down once the last one completed.
+    fn pump(&mut self, spec: &TestSpec, deadline: Option<Instant>) -> Result<()> {
+        let Some(tx) = &mut self.tx else {
+            return Ok(());
+        };
+        if tx.shut {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let more = |scheduled: u64| match spec.bytes {
+            Some(b) => scheduled < b,
+            None => deadline.is_some_and(|d| now < d),
+        };
+        while more(tx.scheduled) {
+            let Some(slot) = tx.free.pop() else {
+                break;
+            };
+            let n = match spec.bytes {
+                Some(b) => (b - tx.scheduled).min(spec.msg_size),
+                None => spec.msg_size,
+            } as usize;
+            let off = slot as usize * tx.slot;
+            if spec.verify {
+                // SAFETY: the slot is free: its last send completed.
+                let data = unsafe { tx.buf.slice_mut(off, n) };
+                tx.gen.fill(tx.scheduled, data);
+                tx.sum.update(data);
+            } else {
+                tx.sum.count(n as u64);
+            }
+            self.wrs.push(wr(
+                zn::WR_SEND,
+                u64::from(slot),
+                tx.region.key,
+                off as u64,
+                n,
+            ));
+            tx.scheduled += n as u64;
+            tx.inflight += 1;
+        }
+        if !more(tx.scheduled) && tx.inflight == 0 && self.wrs.is_empty() {
+            self.sock
+                .shutdown(Shutdown::Write)
+                .with_context(|| format!("flow {}: shutdown", self.index))?;
+            tx.shut = true;
+        }
+        Ok(())
+    }
+
+    /// Posts the queued work requests and consumes the ring.
+    fn flush(&mut self, dev: &Device) -> Result<()> {
+        if !self.wrs.is_empty() {
+            dev.post(self.id, &self.wrs)
+                .with_context(|| format!("flow {}", self.index))?;
+            self.wrs.clear();
+        }
+        if let Some(to) = self.consume_to.take() {
+            dev.consume(self.id, to)
+                .with_context(|| format!("flow {}", self.index))?;
+        }
+        Ok(())
+    }
+
+    /// Handles one completion of this flow.
+    fn on_cqe(&mut self, c: &Cqe) -> Result<()> {
+        let index = self.index;
+        match c.opcode {
+            zn::CQE_SEND => {
+                let tx = self
+                    .tx
+                    .as_mut()
+                    .context("SEND completion on a flow that sends nothing")?;
+                ensure!(
+                    c.status == 0,
+                    "flow {index}: send of {} bytes (slot {}) completed with {}",
+                    c.len,
+                    c.wr_id,
+                    errno_name(c.status)
+                );
+                tx.acked += u64::from(c.len);
+                tx.inflight -= 1;
+                tx.msgs += 1;
+                tx.free.push(c.wr_id as u32);
+            }
+            zn::CQE_RECV => {
+                let rx = self
+                    .rx
+                    .as_mut()
+                    .context("RECV completion on a flow that receives nothing")?;
+                let RxBuf::Msg { seg } = rx.kind else {
+                    bail!("flow {index}: RECV completion in stream mode");
+                };
+                ensure!(
+                    c.status == 0,
+                    "flow {index}: receive segment {} completed with {} after {} bytes",
+                    c.wr_id,
+                    errno_name(c.status),
+                    rx.received
+                );
+                if c.len > 0 {
+                    ensure!(
+                        c.stream_off == rx.received,
+                        "flow {index}: receive completion at stream offset {}, expected {}",
+                        c.stream_off,
+                        rx.received
+                    );
+                }
+                if c.flags & zn::CQE_F_COPIED != 0 {
+                    rx.copied_cqes += 1;
+                }
+                let off = c.wr_id as usize * seg;
+                // SAFETY: a completed segment: the NIC writes it no more
+                // until it is posted again (at the next flush).
+                let data = unsafe { rx.buf.slice(off, c.len as usize) };
+                rx.sink.deliver(data);
+                rx.received += u64::from(c.len);
+                rx.msgs += 1;
+                if c.flags & zn::CQE_F_EOF == 0 {
+                    self.wrs
+                        .push(wr(zn::WR_RECV, c.wr_id, rx.region.key, off as u64, seg));
+                }
+            }
+            zn::CQE_STREAM_DATA => {
+                let rx = self
+                    .rx
+                    .as_mut()
+                    .context("STREAM_DATA on a flow that receives nothing")?;
+                let RxBuf::Stream { size } = rx.kind else {
+                    bail!("flow {index}: STREAM_DATA in message mode");
+                };
+                ensure!(
+                    c.status == 0,
+                    "flow {index}: stream data with {}",
+                    errno_name(c.status)
+                );
+                ensure!(
+                    c.stream_off == rx.received,
+                    "flow {index}: stream data at offset {}, expected {}",
+                    c.stream_off,
+                    rx.received
+                );
+                if c.flags & zn::CQE_F_COPIED != 0 {
+                    rx.copied_cqes += 1;
+                }
+                let mut pos = c.stream_off;
+                let end = c.stream_off + u64::from(c.len);
+                while pos < end {
+                    let at = pos % size;
+                    let n = (end - pos).min(size - at);
+                    // SAFETY: reported and not consumed: the NIC does not
+                    // write these ring bytes until the next flush consumes.
+                    let data = unsafe { rx.buf.slice(at as usize, n as usize) };
+                    rx.sink.deliver(data);
+                    pos += n;
+                }
+                rx.received = end;
+                rx.msgs += 1;
+                self.consume_to = Some(end);
+            }
+            zn::CQE_FLOW => {
+                ensure!(
+                    c.status == 0,
+                    "flow {index}: the connection failed: {} (flags {:#x}, stream offset {})",
+                    errno_name(c.status),
+                    c.flags,
+                    c.stream_off
+                );
+                if c.flags & zn::CQE_F_EOF != 0 {
+                    match &mut self.rx {
+                        Some(rx) => {
+                            rx.eof_at = Some(c.stream_off);
+                            if rx.received < c.stream_off && self.consume_to.is_none() {
+                                if let RxBuf::Stream { .. } = rx.kind {
+                                    // Stream data not reported for want of a
+                                    // CQ entry: a consume reports it.
+                                    self.consume_to = Some(rx.received);
+                                }
+                            }
+                        }
+                        None => self.eof_without_rx = true,
+                    }
+                }
+            }
+            op => bail!("flow {index}: unknown completion opcode {op}"),
+        }
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.tx.as_ref().is_none_or(|t| t.shut) && self.rx.as_ref().is_none_or(|r| r.at_eof())
+    }
+
+    /// The kernel's counters of the flow.
+    fn counters(&self, dev: &Device) -> Result<Counters> {
+        let q = dev.query_flow(self.id)?;
+        Ok(Counters {
+            state: zn::flow_state_name(q.state).into(),
+            rx_placed_bytes: q.rx_placed_bytes,
+            rx_copied_bytes: q.rx_copied_bytes,
+            tx_merged_bytes: q.tx_merged_bytes,
+            tx_copied_bytes: q.tx_copied_bytes,
+            rx_stream_off: q.rx_stream_off,
+            tx_stream_off: q.tx_stream_off,
+            rx_posted: q.rx_posted,
+            tx_posted: q.tx_posted,
+        })
+    }
+
+    fn describe(&self, dev: &Device) -> String {
+        let mut s = format!(
+            "flow {}: sent {} (acked {}, in flight {}) received {}{}",
+            self.index,
+            self.tx.as_ref().map_or(0, |t| t.scheduled),
+            self.tx.as_ref().map_or(0, |t| t.acked),
+            self.tx.as_ref().map_or(0, |t| t.inflight),
+            self.rx.as_ref().map_or(0, |r| r.received),
+            match self.rx.as_ref().and_then(|r| r.eof_at) {
+                Some(e) => format!(" (EOF at {e})"),
+                None => String::new(),
+            }
+        );
+        match self.counters(dev) {
+            Ok(c) => s += &format!(
+                "; kernel: state {} rx_stream_off {} placed {} copied {} merged {} txcopied {} tx_stream_off {} rx_posted {} tx_posted {}",
+                c.state, c.rx_stream_off, c.rx_placed_bytes, c.rx_copied_bytes, c.tx_merged_bytes,
+                c.tx_copied_bytes, c.tx_stream_off, c.rx_posted, c.tx_posted
+            ),
+            Err(e) => s += &format!("; FLOW_QUERY: {e:#}"),
+        }
+        s
+    }
+
+    /// Reports the flow and detaches it; the regions and the socket go with
+    /// `self`, after the detach.
+    fn finish(self, dev: &Device) -> Result<FlowReport> {
+        let counters = self.counters(dev)?;
+        dev.detach(self.id)?;
+        let (tx_bytes, tx_sha256) = self
+            .tx
+            .as_ref()
+            .map_or((0, None), |t| (t.sum.bytes(), t.sum.hex()));
+        let (rx_bytes, rx_sha256, copied) = self.rx.as_ref().map_or((0, None, 0), |r| {
+            (r.sink.sum.bytes(), r.sink.sum.hex(), r.copied_cqes)
+        });
+        Ok(FlowReport {
+            index: self.index,
+            tx_bytes,
+            tx_sha256,
+            rx_bytes,
+            rx_sha256,
+            counters: Some(counters),
+            copied_completions: copied,
+        })
+    }
+
+    fn msgs(&self) -> u64 {
+        self.tx.as_ref().map_or(0, |t| t.msgs) + self.rx.as_ref().map_or(0, |r| r.msgs)
+    }
+}
+
+fn errno_name(status: u16) -> String {
+    let e = nix::errno::Errno::from_raw(i32::from(status));
+    format!("{e} ({status})")
+}
+
+/// CQ entries for `flows` flows: every posted request and flow event has a
+/// reserved entry; the rest is room for stream notifications.
+fn cq_entries(opts: &SideOpts, spec: &TestSpec, flows: usize) -> u32 {
+    let per = depth(opts.tx_depth, spec.msg_size) + depth(opts.rx_depth, spec.msg_size) + 2;
+    (2 * per as usize * flows + 16).min(zn::CQ_MAX as usize) as u32
+}
+
+/// One event loop's offloaded flows and their CQ.
+struct OffWorker {
+    dev: Arc<Device>,
+    /// Flows before the CQ: they are detached before it is destroyed.
+    flows: Vec<OffFlow>,
+    by_id: HashMap<u32, usize>,
+    cq: Cq,
+}
+
+impl OffWorker {
+    fn stall_error(&self, stall: Duration) -> anyhow::Error {
+        let (head, tail) = self.cq.pending();
+        let flows: Vec<String> = self.flows.iter().map(|f| f.describe(&self.dev)).collect();
+        anyhow::anyhow!(
+            "no completion for {:.0} s (CQ head {head} tail {tail}): {}",
+            stall.as_secs_f64(),
+            flows.join("; ")
+        )
+    }
+
+    fn run(&mut self, spec: &TestSpec, t0: Instant, stall: Duration) -> Result<Instant> {
+        let deadline = spec.duration.map(|d| t0 + Duration::from_secs_f64(d));
+        let mut last = Instant::now();
+        loop {
+            for f in &mut self.flows {
+                f.pump(spec, deadline)?;
+                f.flush(&self.dev)?;
+            }
+            let mut n = 0;
+            while let Some(c) = self.cq.pop() {
+                n += 1;
+                let i = *self
+                    .by_id
+                    .get(&c.flow)
+                    .with_context(|| format!("completion for unknown flow {}: {c:?}", c.flow))?;
+                self.flows[i].on_cqe(&c)?;
+            }
+            let now = Instant::now();
+            if n > 0 {
+                last = now;
+                continue;
+            }
+            if self.flows.iter().all(OffFlow::done) {
+                return Ok(now);
+            }
+            if now.duration_since(last) > stall {
+                return Err(self.stall_error(stall));
+            }
+            let mut t = Duration::from_millis(200);
+            if let Some(d) = deadline {
+                if d > now {
+                    t = t.min(d - now + Duration::from_millis(1));
+                }
+            }
+            self.cq.wait(t)?;
+        }
+    }
+
+    fn finish(self) -> Result<(Vec<FlowReport>, u64)> {
+        let msgs = self.flows.iter().map(OffFlow::msgs).sum();
+        let mut out = Vec::new();
+        for f in self.flows {
+            out.push(f.finish(&self.dev)?);
+        }
+        Ok((out, msgs))
+    }
+}
+
+// ---------------------------------------------------------------- latency
+
+/// One connection of a ping-pong, either kind.
+enum Conn {
+    Plain(TcpStream),
+    Off {
+        dev: Arc<Device>,
+        flow: Box<OffFlow>,
+        cq: Cq,
+        stall: Duration,
+    },
+}
+
+impl Conn {
+    /// Offload: handles completions, waiting for at least one.
+    fn step(dev: &Device, flow: &mut OffFlow, cq: &Cq, stall: Duration) -> Result<()> {
+        flow.flush(dev)?;
+        let until = Instant::now() + stall;
+        loop {
+            let mut n = 0;
+            while let Some(c) = cq.pop() {
+                ensure!(c.flow == flow.id, "completion of unknown flow {}", c.flow);
+                flow.on_cqe(&c)?;
+                n += 1;
+            }
+            if n > 0 {
+                return flow.flush(dev);
+            }
+            let now = Instant::now();
+            if now >= until {
+                bail!(
+                    "no completion for {:.0} s: {}",
+                    stall.as_secs_f64(),
+                    flow.describe(dev)
+                );
+            }
+            cq.wait(until - now)?;
+        }
+    }
+
+    fn send(&mut self, data: &[u8]) -> Result<()> {
+        match self {
+            Conn::Plain(s) => s.write_all(data).context("write"),
+            Conn::Off {
+                dev,
+                flow,
+                cq,
+                stall,
+            } => {
+                while flow.tx.as_ref().context("no send half")?.free.is_empty() {
+                    Self::step(dev, flow, cq, *stall)?;
+                }
+                let tx = flow.tx.as_mut().context("no send half")?;
+                let slot = tx.free.pop().context("no free slot")?;
+                let off = slot as usize * tx.slot;
+                // SAFETY: the slot is free: its last send completed.
+                unsafe { tx.buf.slice_mut(off, data.len()) }.copy_from_slice(data);
+                tx.inflight += 1;
+                tx.scheduled += data.len() as u64;
+                let w = wr(
+                    zn::WR_SEND,
+                    u64::from(slot),
+                    tx.region.key,
+                    off as u64,
+                    data.len(),
+                );
+                flow.wrs.push(w);
+                flow.flush(dev)
+            }
+        }
+    }
+
+    /// Fills `out`; false on a clean EOF before its first byte.
+    fn recv(&mut self, out: &mut [u8]) -> Result<bool> {
+        match self {
+            Conn::Plain(s) => {
+                let mut got = 0;
+                while got < out.len() {
+                    match s.read(&mut out[got..]) {
+                        Ok(0) if got == 0 => return Ok(false),
+                        Ok(0) => bail!("EOF inside a message ({got} of {} bytes)", out.len()),
+                        Ok(k) => got += k,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e).context("read"),
+                    }
+                }
+                Ok(true)
+            }
+            Conn::Off {
+                dev,
+                flow,
+                cq,
+                stall,
+            } => loop {
+                let rx = flow.rx.as_mut().context("no receive half")?;
+                let eof = rx.at_eof();
+                let carry = rx.sink.carry.as_mut().context("no carry")?;
+                if carry.len() >= out.len() {
+                    let n = out.len();
+                    for (o, b) in out.iter_mut().zip(carry.drain(..n)) {
+                        *o = b;
+                    }
+                    return Ok(true);
+                }
+                if eof {
+                    ensure!(
+                        carry.is_empty(),
+                        "EOF inside a message ({} of {} bytes)",
+                        carry.len(),
+                        out.len()
+                    );
+                    return Ok(false);
+                }
+                Self::step(dev, flow, cq, *stall)?;
+            },
+        }
+    }
+
+    fn close_write(&mut self) -> Result<()> {
+        let s = match self {
+            Conn::Plain(s) => s,
+            Conn::Off { flow, .. } => &flow.sock,
+        };
+        s.shutdown(Shutdown::Write).context("shutdown")
+    }
+
+    /// Waits for the sends in flight, reports and detaches.
+    fn finish(self, index: u32) -> Result<(Option<Counters>, u64)> {
+        match self {
+            Conn::Plain(_) => Ok((None, 0)),
+            Conn::Off {
+                dev,
+                mut flow,
+                cq,
+                stall,
+            } => {
+                while flow.tx.as_ref().is_some_and(|t| t.inflight > 0) {
+                    Self::step(&dev, &mut flow, &cq, stall)?;
+                }
+                let copied = flow.rx.as_ref().map_or(0, |r| r.copied_cqes);
+                let r = flow.finish(&dev).with_context(|| format!("flow {index}"))?;
+                drop(cq);
+                Ok((r.counters, copied))
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- an end
+
+enum Work {
+    Plain(Vec<PlainWorker>),
+    Off(Vec<OffWorker>),
+    Lat(Conn),
+}
+
+/// An end ready to run: connections attached, receives posted.
+pub struct Prepared {
+    opts: SideOpts,
+    spec: TestSpec,
+    role: Role,
+    work: Work,
+}
+
+/// Sets up this end's flows over the connected sockets (flow i is
+/// `socks[i]`): attach and post receives for offload.
+pub fn prepare(
+    opts: &SideOpts,
+    spec: &TestSpec,
+    role: Role,
+    socks: Vec<TcpStream>,
+) -> Result<Prepared> {
+    ensure!(!socks.is_empty(), "no connections");
+    ensure!(spec.msg_size > 0, "message size 0");
+    let latency = spec.kind == Kind::Latency;
+    if latency {
+        ensure!(socks.len() == 1, "latency runs over one connection");
+        for s in &socks {
+            s.set_nodelay(true).context("TCP_NODELAY")?;
+        }
+    }
+    let threads = (opts.threads.max(1) as usize).min(socks.len());
+    let work = match opts.mode {
+        Mode::Plain if latency => {
+            Work::Lat(Conn::Plain(socks.into_iter().next().context("no socket")?))
+        }
+        Mode::Plain => {
+            let mut workers: Vec<PlainWorker> = (0..threads)
+                .map(|_| PlainWorker { flows: Vec::new() })
+                .collect();
+            for (i, sock) in socks.into_iter().enumerate() {
+                workers[i % threads].flows.push(PlainFlow {
+                    index: i as u32,
+                    sock,
+                    buf: {
+                        let mut b = vec![0u8; spec.msg_size as usize];
+                        if !spec.verify {
+                            Gen::new(spec.seed.wrapping_add(i as u64)).fill(0, &mut b);
+                        }
+                        b
+                    },
+                    pend: 0..0,
+                    gen: Gen::new(spec.seed.wrapping_add(i as u64)),
+                    scheduled: 0,
+                    tx: StreamSum::new(spec.verify),
+                    rx: StreamSum::new(spec.verify),
+                    msgs: 0,
+                    done: false,
+                });
+            }
+            Work::Plain(workers)
+        }
+        Mode::Offload => {
+            ensure!(
+                opts.ring.is_power_of_two() && opts.ring >= 4096,
+                "--ring must be a power of two of at least 4096"
+            );
+            let dev = Device::open(opts.nic)?;
+            let send = matches!(role, Role::Send | Role::Ping | Role::Echo);
+            let recv = matches!(role, Role::Recv | Role::Ping | Role::Echo);
+            if latency {
+                let cq = dev.cq(cq_entries(opts, spec, 1))?;
+                let sock = socks.into_iter().next().context("no socket")?;
+                let flow = OffFlow::attach(&dev, &cq, opts, spec, 0, sock, send, recv)?;
+                Work::Lat(Conn::Off {
+                    dev,
+                    flow: Box::new(flow),
+                    cq,
+                    stall: opts.stall,
+                })
+            } else {
+                let mut per: Vec<Vec<(u32, TcpStream)>> =
+                    (0..threads).map(|_| Vec::new()).collect();
+                for (i, s) in socks.into_iter().enumerate() {
+                    per[i % threads].push((i as u32, s));
+                }
+                let mut workers = Vec::new();
+                for group in per {
+                    let cq = dev.cq(cq_entries(opts, spec, group.len()))?;
+                    let mut flows = Vec::new();
+                    let mut by_id = HashMap::new();
+                    for (i, sock) in group {
+                        let f = OffFlow::attach(&dev, &cq, opts, spec, i, sock, send, recv)?;
+                        by_id.insert(f.id, flows.len());
+                        flows.push(f);
+                    }
+                    workers.push(OffWorker {
+                        dev: dev.clone(),
+                        flows,
+                        by_id,
+                        cq,
+                    });
+                }
+                Work::Off(workers)
+            }
+        }
+    };
+    Ok(Prepared {
+        opts: opts.clone(),
+        spec: spec.clone(),
+        role,
+        work,
+    })
+}
+
+impl Prepared {
+    /// Runs the test from now (the start signal) and reports this end.
+    pub fn run(self) -> Result<SideResult> {
+        let Prepared {
+            opts,
+            spec,
+            role,
+            work,
+        } = self;
+        let start = Sample::now()?;
+        let t0 = Instant::now();
+        let (flows, msgs, end, latency) = match work {
+            Work::Plain(workers) => {
+                let outs = run_threads(workers, |mut w: PlainWorker| {
+                    let end = w.run(&spec, role, t0, opts.stall)?;
+                    let msgs = w.flows.iter().map(|f| f.msgs).sum();
+                    Ok((w.flows.iter().map(PlainFlow::report).collect(), msgs, end))
+                })?;
+                merge(outs)
+            }
+            Work::Off(workers) => {
+                let outs = run_threads(workers, |mut w: OffWorker| {
+                    let end = w.run(&spec, t0, opts.stall)?;
+                    let (flows, msgs) = w.finish()?;
+                    Ok((flows, msgs, end))
+                })?;
+                merge(outs)
+            }
+            Work::Lat(conn) => {
+                let (report, msgs, end, lat) = run_latency(conn, &spec, role)?;
+                (vec![report], msgs, end, lat)
+            }
+        };
+        let stop = Sample::now()?;
+        let seconds = end.duration_since(t0).as_secs_f64();
+        let bytes: u64 = match role {
+            Role::Send => flows.iter().map(|f| f.tx_bytes).sum(),
+            Role::Recv => flows.iter().map(|f| f.rx_bytes).sum(),
+            Role::Ping | Role::Echo => flows.iter().map(|f| f.tx_bytes + f.rx_bytes).sum(),
+        };
+        let transactions = latency.as_ref().map_or(0, |l| l.iterations + l.warmup);
+        Ok(SideResult {
+            host: opts.host.into(),
+            role,
+            mode: opts.mode,
+            rx_mode: (opts.mode == Mode::Offload && role != Role::Send).then_some(opts.rx),
+            bytes,
+            messages: msgs,
+            seconds,
+            bits_per_second: if seconds > 0.0 {
+                bytes as f64 * 8.0 / seconds
+            } else {
+                0.0
+            },
+            cpu: start.report(&stop, bytes, transactions),
+            flows,
+            latency,
+        })
+    }
+}
+
+type WorkerOut = (Vec<FlowReport>, u64, Instant);
+
+fn run_threads<W: Send>(
+    workers: Vec<W>,
+    f: impl Fn(W) -> Result<WorkerOut> + Sync,
+) -> Result<Vec<WorkerOut>> {
+    if workers.len() == 1 {
+        let w = workers.into_iter().next().context("no worker")?;
+        return Ok(vec![f(w)?]);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = workers
+            .into_iter()
+            .map(|w| {
+                let f = &f;
+                s.spawn(move || f(w))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?
+            })
+            .collect()
+    })
+}
+
+fn merge(outs: Vec<WorkerOut>) -> (Vec<FlowReport>, u64, Instant, Option<LatencyReport>) {
+    let end = outs.iter().map(|o| o.2).max().unwrap_or_else(Instant::now);
+    let msgs = outs.iter().map(|o| o.1).sum();
+    let mut flows: Vec<FlowReport> = outs.into_iter().flat_map(|o| o.0).collect();
+    flows.sort_by_key(|f| f.index);
+    (flows, msgs, end, None)
+}
+
+fn run_latency(
+    mut conn: Conn,
+    spec: &TestSpec,
+    role: Role,
+) -> Result<(FlowReport, u64, Instant, Option<LatencyReport>)> {
+    let s = spec.msg_size as usize;
+    let gen = Gen::new(spec.seed);
+    let mut tx = StreamSum::new(spec.verify);
+    let mut rx = StreamSum::new(spec.verify);
+    let mut msg = vec![0u8; s];
+    let mut back = vec![0u8; s];
+    let mut msgs = 0u64;
+    let lat = if role == Role::Ping {
+        if !spec.verify {
+            gen.fill(0, &mut msg);
+        }
+        let total = spec.warmup + spec.iters;
+        let mut samples = Vec::with_capacity(spec.iters as usize);
+        for i in 0..total {
+            if spec.verify {
+                gen.fill(i * s as u64, &mut msg);
+                tx.update(&msg);
+            } else {
+                tx.count(s as u64);
+            }
+            let t = Instant::now();
+            conn.send(&msg)
+                .with_context(|| format!("round trip {i}: send"))?;
+            if !conn
+                .recv(&mut back)
+                .with_context(|| format!("round trip {i}: receive"))?
+            {
+                bail!("round trip {i}: the peer closed the connection");
+            }
+            let dt = t.elapsed();
+            if spec.verify {
+                rx.update(&back);
+                if let Some(p) = msg.iter().zip(&back).position(|(a, b)| a != b) {
+                    bail!("round trip {i}: the echo differs from the message at byte {p}");
+                }
+            } else {
+                rx.count(s as u64);
+            }
+            if i >= spec.warmup {
+                samples.push(dt.as_secs_f64() * 1e6);
+            }
+            msgs += 1;
+        }
+        conn.close_write()?;
+        Some(LatencyReport {
+            iterations: spec.iters,
+            warmup: spec.warmup,
+            rtt_us: Percentiles::of(&mut samples),
+        })
+    } else {
+        while conn
+            .recv(&mut msg)
+            .with_context(|| format!("message {msgs}: receive"))?
+        {
+            if spec.verify {
+                rx.update(&msg);
+                tx.update(&msg);
+            } else {
+                rx.count(s as u64);
+                tx.count(s as u64);
+            }
+            conn.send(&msg)
+                .with_context(|| format!("message {msgs}: echo"))?;
+            msgs += 1;
+        }
+        conn.close_write()?;
+        None
+    };
+    let end = Instant::now();
+    // The pinging end waits for the echo's FIN, so both finish cleanly.
+    if role == Role::Ping {
+        ensure!(!conn.recv(&mut back)?, "data after the last echo");
+    }
+    let (counters, copied) = conn.finish(0)?;
+    Ok((
+        FlowReport {
+            index: 0,
+            tx_bytes: tx.bytes(),
+            rx_bytes: rx.bytes(),
+            tx_sha256: tx.hex(),
+            rx_sha256: rx.hex(),
+            counters,
+            copied_completions: copied,
+        },
+        msgs,
+        end,
+        lat,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Kind;
+    use std::net::TcpListener;
+
+    fn spec(kind: Kind, verify: bool) -> TestSpec {
+        TestSpec {
+            kind,
+            msg_size: 1000,
+            flows: 3,
+            bytes: Some(123_457),
+            duration: None,
+            verify,
+            seed: 5,
+            reverse: false,
+            iters: 50,
+            warmup: 5,
+        }
+    }
+
+    fn opts(host: &'static str) -> SideOpts {
+        SideOpts {
+            host,
+            mode: Mode::Plain,
+            rx: RxKind::Stream,
+            ring: 1 << 20,
+            tx_depth: None,
+            rx_depth: None,
+            threads: 2,
+            nic: 0,
+            stall: Duration::from_secs(10),
+        }
+    }
+
+    fn pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = l.local_addr().unwrap();
+        let mut c = Vec::new();
+        let mut s = Vec::new();
+        for _ in 0..n {
+            c.push(TcpStream::connect(a).unwrap());
+            s.push(l.accept().unwrap().0);
+        }
+        (c, s)
+    }
+
+    #[test]
+    fn roles() {
+        let mut s = spec(Kind::Bandwidth, false);
+        assert_eq!(role_of(&s, true), Role::Send);
+        assert_eq!(role_of(&s, false), Role::Recv);
+        s.reverse = true;
+        assert_eq!(role_of(&s, true), Role::Recv);
+        assert_eq!(role_of(&s, false), Role::Send);
+        s.kind = Kind::Latency;
+        assert_eq!(role_of(&s, true), Role::Ping);
+        assert_eq!(role_of(&s, false), Role::Echo);
+    }
+
+    #[test]
+    fn depth_defaults() {
+        assert_eq!(depth(None, 64 << 10), 64);
+        assert_eq!(depth(None, 1), 256);
+        assert_eq!(depth(None, 8 << 20), 2);
+        assert_eq!(depth(Some(7), 1), 7);
+    }
+
+    /// Plain bulk over loopback, several flows on two threads: byte counts
+    /// and digests agree end to end (the digest plumbing, without a NIC).
+    #[test]
+    fn plain_bulk_digests_agree() {
+        let sp = spec(Kind::Bandwidth, true);
+        let (c, s) = pairs(3);
+        let recv = std::thread::spawn({
+            let sp = sp.clone();
+            move || {
+                prepare(&opts("server"), &sp, Role::Recv, s)
+                    .unwrap()
+                    .run()
+                    .unwrap()
+            }
+        });
+        let sent = prepare(&opts("client"), &sp, Role::Send, c)
+            .unwrap()
+            .run()
+            .unwrap();
+        let got = recv.join().unwrap();
+        assert_eq!(sent.bytes, 3 * 123_457);
+        assert_eq!(got.bytes, 3 * 123_457);
+        crate::report::digests_match(&sent, &got).unwrap();
+        // Each flow has its own stream.
+        assert_ne!(sent.flows[0].tx_sha256, sent.flows[1].tx_sha256);
+        // The digest is the generator's stream.
+        let mut all = vec![0u8; 123_457];
+        Gen::new(6).fill(0, &mut all);
+        let mut sum = StreamSum::new(true);
+        sum.update(&all);
+        assert_eq!(sent.flows[1].tx_sha256, sum.hex());
+    }
+
+    #[test]
+    fn plain_bulk_for_a_duration() {
+        let mut sp = spec(Kind::Bandwidth, false);
+        sp.bytes = None;
+        sp.duration = Some(0.3);
+        sp.flows = 1;
+        let (c, s) = pairs(1);
+        let recv = std::thread::spawn({
+            let sp = sp.clone();
+            move || {
+                prepare(&opts("server"), &sp, Role::Recv, s)
+                    .unwrap()
+                    .run()
+                    .unwrap()
+            }
+        });
+        let sent = prepare(&opts("client"), &sp, Role::Send, c)
+            .unwrap()
+            .run()
+            .unwrap();
+        let got = recv.join().unwrap();
+        assert!(sent.bytes > 0);
+        assert_eq!(sent.bytes, got.bytes);
+        assert!(
+            sent.seconds >= 0.3 && sent.seconds < 5.0,
+            "{}",
+            sent.seconds
+        );
+        assert_eq!(sent.flows[0].tx_sha256, None);
+    }
+
+    #[test]
+    fn plain_ping_pong() {
+        let sp = spec(Kind::Latency, true);
+        let (c, s) = pairs(1);
+        let echo = std::thread::spawn({
+            let sp = sp.clone();
+            move || {
+                prepare(&opts("server"), &sp, Role::Echo, s)
+                    .unwrap()
+                    .run()
+                    .unwrap()
+            }
+        });
+        let ping = prepare(&opts("client"), &sp, Role::Ping, c)
+            .unwrap()
+            .run()
+            .unwrap();
+        let echo = echo.join().unwrap();
+        let l = ping.latency.as_ref().unwrap();
+        assert_eq!(l.iterations, 50);
+        assert!(l.rtt_us.min > 0.0 && l.rtt_us.min <= l.rtt_us.median);
+        assert!(l.rtt_us.median <= l.rtt_us.p99 && l.rtt_us.p99 <= l.rtt_us.max);
+        assert_eq!(ping.flows[0].tx_bytes, 55 * 1000);
+        crate::report::digests_match(&ping, &echo).unwrap();
+        assert!(ping.cpu.us_per_transaction.is_some());
+    }
+}

@@ -1,0 +1,230 @@
+//! The payload: a deterministic byte stream and the digests of what was sent
+//! and what arrived.
+//!
+//! Byte `o` of the stream of seed `s` is byte `o % 8` (little-endian) of
+//! `splitmix64(s + (o / 8) * GOLDEN)`: a counter-mode generator, so any
+//! offset can be produced without the bytes before it (a sender refilling a
+//! slot at stream offset `o` does not replay the stream), it costs a few
+//! multiplications per 8 bytes, and every 8-byte word differs from its
+//! neighbours, so a byte out of place (dropped, duplicated, reordered, or a
+//! page placed at the wrong offset) changes the SHA-256 of the stream.
+
+use sha2::{Digest, Sha256};
+
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(GOLDEN);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The payload generator of one flow.
+#[derive(Clone, Copy, Debug)]
+pub struct Gen {
+    seed: u64,
+}
+
+impl Gen {
+    /// The generator of seed `seed` (each flow gets its own).
+    pub fn new(seed: u64) -> Self {
+        Self { seed }
+    }
+
+    fn word(&self, i: u64) -> [u8; 8] {
+        splitmix64(self.seed.wrapping_add(i.wrapping_mul(GOLDEN))).to_le_bytes()
+    }
+
+    /// Fills `buf` with the stream's bytes `[off, off + buf.len())`.
+    pub fn fill(&self, off: u64, buf: &mut [u8]) {
+        let mut pos = off;
+        let mut rest = buf;
+        // Up to the next 8-byte boundary of the stream.
+        let head = ((8 - pos % 8) % 8) as usize;
+        if head > 0 {
+            let n = head.min(rest.len());
+            let w = self.word(pos / 8);
+            let at = (pos % 8) as usize;
+            rest[..n].copy_from_slice(&w[at..at + n]);
+            rest = &mut rest[n..];
+            pos += n as u64;
+        }
+        let mut chunks = rest.chunks_exact_mut(8);
+        let mut i = pos / 8;
+        for c in &mut chunks {
+            c.copy_from_slice(&self.word(i));
+            i += 1;
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let n = tail.len();
+            tail.copy_from_slice(&self.word(i)[..n]);
+        }
+    }
+
+    /// Byte `off` of the stream.
+    #[cfg(test)]
+    pub fn byte(&self, off: u64) -> u8 {
+        self.word(off / 8)[(off % 8) as usize]
+    }
+}
+
+/// A running count and, with `--verify`, the SHA-256 of one direction of a
+/// flow, fed in stream order.
+#[derive(Clone, Debug, Default)]
+pub struct StreamSum {
+    bytes: u64,
+    sha: Option<Sha256>,
+}
+
+impl StreamSum {
+    /// Counting only, or counting and hashing.
+    pub fn new(verify: bool) -> Self {
+        Self {
+            bytes: 0,
+            sha: verify.then(Sha256::new),
+        }
+    }
+
+    /// The next bytes of the stream.
+    pub fn update(&mut self, data: &[u8]) {
+        self.bytes += data.len() as u64;
+        if let Some(h) = &mut self.sha {
+            h.update(data);
+        }
+    }
+
+    /// Bytes counted so far (hashed or not).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Adds bytes that are counted but not hashed (runs without --verify
+    /// that never look at the payload).
+    pub fn count(&mut self, n: u64) {
+        debug_assert!(self.sha.is_none());
+        self.bytes += n;
+    }
+
+    /// The hex digest of everything fed (None without --verify, or for a
+    /// direction that carried nothing).
+    pub fn hex(&self) -> Option<String> {
+        if self.bytes == 0 {
+            return None;
+        }
+        self.sha.clone().map(|h| hex(&h.finalize()))
+    }
+}
+
+/// Lower-case hex of `b`.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_any_offset_matches_bytewise() {
+        let g = Gen::new(42);
+        let mut whole = vec![0u8; 1000];
+        g.fill(0, &mut whole);
+        for (i, b) in whole.iter().enumerate() {
+            assert_eq!(*b, g.byte(i as u64));
+        }
+        // Every start and length, including unaligned ones shorter than a word.
+        for start in 0..20u64 {
+            for len in 0..30usize {
+                let mut part = vec![0xAAu8; len];
+                g.fill(start, &mut part);
+                assert_eq!(part[..], whole[start as usize..start as usize + len]);
+            }
+        }
+    }
+
+    #[test]
+    fn not_periodic_and_seeded() {
+        let mut a = vec![0u8; 1 << 16];
+        Gen::new(1).fill(0, &mut a);
+        let mut b = vec![0u8; 1 << 16];
+        Gen::new(2).fill(0, &mut b);
+        assert_ne!(a, b);
+        // No two 8-byte words of a 64 KiB stretch are equal (not memset, not
+        // a short period).
+        let mut words: Vec<&[u8]> = a.chunks(8).collect();
+        words.sort();
+        words.dedup();
+        assert_eq!(words.len(), a.len() / 8);
+        // Roughly uniform bytes.
+        let zeros = a.iter().filter(|&&x| x == 0).count();
+        assert!(zeros > 100 && zeros < 400, "{zeros}");
+    }
+
+    #[test]
+    fn digest_is_chunking_invariant() {
+        let g = Gen::new(7);
+        let mut data = vec![0u8; 100_000];
+        g.fill(0, &mut data);
+        let mut one = StreamSum::new(true);
+        one.update(&data);
+        let mut many = StreamSum::new(true);
+        let mut off = 0;
+        for n in [1usize, 7, 4096, 13, 65536].iter().cycle() {
+            if off == data.len() {
+                break;
+            }
+            let end = (off + n).min(data.len());
+            many.update(&data[off..end]);
+            off = end;
+        }
+        assert_eq!(one.hex(), many.hex());
+        assert_eq!(one.bytes(), 100_000);
+        // Known value of "abc"; nothing for an empty direction.
+        let mut abc = StreamSum::new(true);
+        abc.update(b"abc");
+        assert_eq!(
+            abc.hex().unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(StreamSum::new(true).hex(), None);
+    }
+
+    #[test]
+    fn one_byte_out_of_place_changes_the_digest() {
+        let g = Gen::new(9);
+        let mut data = vec![0u8; 10_000];
+        g.fill(0, &mut data);
+        let mut good = StreamSum::new(true);
+        good.update(&data);
+        // Swap two adjacent bytes.
+        let mut swapped = data.clone();
+        swapped.swap(5000, 5001);
+        let mut s = StreamSum::new(true);
+        s.update(&swapped);
+        assert_ne!(good.hex(), s.hex());
+        // A byte dropped and another appended.
+        let mut shifted = data.clone();
+        shifted.remove(123);
+        shifted.push(0);
+        let mut s = StreamSum::new(true);
+        s.update(&shifted);
+        assert_ne!(good.hex(), s.hex());
+        // A 4 KiB page placed at the next page's offset.
+        let mut moved = data.clone();
+        moved.copy_within(0..4096, 4096);
+        let mut s = StreamSum::new(true);
+        s.update(&moved);
+        assert_ne!(good.hex(), s.hex());
+    }
+
+    #[test]
+    fn counting_only() {
+        let mut s = StreamSum::new(false);
+        s.update(b"abc");
+        s.count(5);
+        assert_eq!(s.bytes(), 8);
+        assert_eq!(s.hex(), None);
+    }
+}
