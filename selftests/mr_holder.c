@@ -6,7 +6,8 @@
  * selftests/nic_faults.sh (one registration with "reg").
  *
  *   mr_holder query
- *       print NIC 0's counters: "mr_in_use=N pinned_pages=N num_nics=N",
+ *       print NIC 0's counters: "mr_in_use=N pinned_pages=N num_nics=N
+ *       held_pages=N flows_in_use=N",
  *       or the errno name (e.g. "ENODEV") and exit 1.
  *   mr_holder hold MIB REGIONS
  *       register MIB MiB of anonymous memory as REGIONS disjoint regions
@@ -82,8 +83,9 @@ static int query(int fd, struct zeronic_query *q)
 
 static void print_counters(const struct zeronic_query *q)
 {
-	printf("mr_in_use=%u pinned_pages=%llu num_nics=%u",
-	       q->mr_in_use, (unsigned long long)q->pinned_pages, q->num_nics);
+	printf("mr_in_use=%u pinned_pages=%llu num_nics=%u held_pages=%llu flows_in_use=%u",
+	       q->mr_in_use, (unsigned long long)q->pinned_pages, q->num_nics,
+	       (unsigned long long)q->held_pages, q->flows_in_use);
 }
 
 static int open_dev(void)

@@ -8,8 +8,12 @@
 #    fails with EIO at once; unbind + bind resets the NIC and everything
 #    works again;
 #  - dead NIC (fault freeze: the model stops serving the device): a
-#    registration fails with EIO after the driver's command timeout, ping
-#    fails, nothing hangs; fault thaw, unbind + bind, everything works again;
+#    registration fails with EIO after the driver's command timeout and its
+#    pages stay pinned and counted as held (the NIC may still write them), a
+#    deregistration fails with EIO and holds its pages likewise, ping fails,
+#    nothing hangs; fault thaw, unbind + bind: the reset completes, what was
+#    held is given back, everything works again (nic_lost.sh unbinds a NIC
+#    that stays frozen);
 # and nothing logs a kernel report.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -22,6 +26,8 @@ esac
 . "$(dirname "$0")/net_lib.sh"
 
 HOLDER=$ZN_ROOT/selftests/mr_holder
+REPLY_TIMEOUT=60
+. "$(dirname "$0")/mr_holder_lib.sh"
 ZN_WIRE=$ZN_ROOT/qemu/guest/zn-wire
 DRV=/sys/bus/pci/drivers/zeronic
 FATAL_RE='NIC fatal error .*data path stopped; rebind the device to reset it'
@@ -33,7 +39,7 @@ zn_wait_path present /dev/zeronic || { ktap_print_header; ktap_exit_fail_msg "no
 zn_net_start 15
 bdf=$(basename "$ZN_PCI")
 mark=$(zn_log_mark)
-trap 'timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1' EXIT
+trap 'holder_kill; timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1' EXIT
 
 bound() { [ -e "$DRV/$bdf" ]; }
 now() { date +%s.%N; }
@@ -100,6 +106,21 @@ reg_expect() {
 		{ echo "took $took s, want $min..$max s"; return 1; }
 }
 
+# counter NAME: NIC 0's counter NAME (mr_in_use, pinned_pages, held_pages,
+# flows_in_use) from the query ioctl.
+counter() { "$HOLDER" query | sed -n "s/.*\\<$1=\\([0-9]*\\).*/\\1/p"; }
+
+# counters_are NAME=V...: each named counter has its value.
+counters_are() {
+	local kv got bad=0
+	for kv in "$@"; do
+		got=$(counter "${kv%%=*}")
+		[ "$got" = "${kv#*=}" ] || { echo "${kv%%=*}=$got, want ${kv#*=}"; bad=1; }
+	done
+	zn_diag "query: $("$HOLDER" query)"
+	return $bad
+}
+
 # fatal_lines M: the driver's fatal lines since log mark M.
 fatal_lines() { zn_log_since "$1" | grep -cE "$FATAL_RE"; }
 
@@ -163,6 +184,13 @@ zn_case_here "fatal: unbind + bind, the identity line again, zn_net_setup" rebin
 zn_case_here "after fatal: carrier up, pings both ways, a registration works" recovered
 
 # --- dead NIC -----------------------------------------------------------------
+# A process holds two regions (1 MiB, 256 pages) on the NIC before it dies.
+held_before() {
+	base_mrs=$(counter mr_in_use) base_pages=$(counter pinned_pages)
+	holder_start hold 1 2 || return 1
+	counters_are mr_in_use=$((base_mrs + 2)) pinned_pages=$((base_pages + 256)) held_pages=0
+}
+zn_case_here "before freeze: a process holds 2 regions (256 pages), none held back" held_before
 frozen() {
 	local out
 	out=$(wire fault freeze) || { echo "$out"; return 1; }
@@ -178,7 +206,22 @@ dead_reg() {
 		{ echo "no 'did not complete command' line:"; zn_log_since "$m"; return 1; }
 }
 zn_case_here "frozen: a registration fails with EIO after the command timeout ($CMD_TIMEOUT_MIN..$CMD_TIMEOUT_MAX s)" dead_reg
+# docs/uapi.md, "A broken NIC": the NIC may still register and write the
+# pages of a registration it never completed, so they stay pinned, charged
+# and counted (mr_in_use, pinned_pages) and show as held, after the process
+# that asked exited.
+zn_case_here "frozen: the timed-out registration's 256 pages stay pinned and held, its entry counted" \
+	counters_are mr_in_use=$((base_mrs + 3)) pinned_pages=$((base_pages + 512)) held_pages=256
 zn_case_here "frozen: the next registration fails with EIO at once" reg_expect EIO 0 5
+zn_case_here "frozen: a refused registration holds nothing more" \
+	counters_are mr_in_use=$((base_mrs + 3)) pinned_pages=$((base_pages + 512)) held_pages=256
+dead_dereg() {
+	holder_cmd dereg || return 1
+	[ "$reply" = "dereg EIO EIO" ] || { echo "mr_holder: '$reply', want 'dereg EIO EIO'"; return 1; }
+	# The keys are gone from the file; the pages are not given back.
+	counters_are mr_in_use=$((base_mrs + 3)) pinned_pages=$((base_pages + 512)) held_pages=512
+}
+zn_case_here "frozen: deregistering both regions fails with EIO; their pages stay pinned and held" dead_dereg
 zn_case_here "frozen: pings fail both ways" pings_fail
 thawed() {
 	local out
@@ -186,8 +229,15 @@ thawed() {
 	grep -q 'frozen=0' <<<"$out" || { echo "model: $out"; return 1; }
 	rebind
 }
-zn_case_here "fault thaw: unbind + bind, the identity line again, zn_net_setup" thawed
+zn_case_here "fault thaw: unbind + bind (the reset completes), the identity line again, zn_net_setup" thawed
 zn_case_here "after the dead NIC: carrier up, pings both ways, a registration works" recovered
+# The reset at unbind completed, so everything held was given back (the
+# holder's file outlived the binding; its regions were released already).
+held_freed() {
+	holder_stop
+	counters_are mr_in_use=0 pinned_pages=0 held_pages=0 flows_in_use=0
+}
+zn_case_here "after the dead NIC: the held pages were given back at the reset, counters clean" held_freed
 
 # --- the state the next test finds, and the log ----------------------------------
 clean_state() {

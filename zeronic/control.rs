@@ -517,7 +517,11 @@ impl Control {
             }
             State::Quiesced => {
                 drop(inner);
-                self.free(item);
+                // Never held, so not in `held_pages`.
+                match item {
+                    Held::Region(r) => self.free_region(r),
+                    other => drop(other),
+                }
             }
             State::Lost => {
                 drop(inner);

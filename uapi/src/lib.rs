@@ -235,7 +235,8 @@ mod tests {
         assert_eq!(offset_of!(Query, mr_user_in_use), 92);
         assert_eq!(offset_of!(Query, user_locked_pages), 96);
         assert_eq!(offset_of!(Query, held_pages), 104);
-        assert_eq!(offset_of!(Query, reserved), 112);
+        assert_eq!(offset_of!(Query, flows_in_use), 112);
+        assert_eq!(offset_of!(Query, reserved), 116);
         assert_eq!(offset_of!(PortInfo, ifindex), 0);
         assert_eq!(offset_of!(PortInfo, mtu), 4);
         assert_eq!(offset_of!(PortInfo, link), 8);
