@@ -9,7 +9,7 @@
 use nix::errno::Errno;
 use nix::errno::Errno::{
     E2BIG, EACCES, EAFNOSUPPORT, EAGAIN, EBADF, EBUSY, EEXIST, EFAULT, EINVAL, EIO, ENODEV, ENOENT,
-    ENOMEM, ENOSPC, ENOTCONN, ENOTSOCK, ENOTTY, EPIPE, EPROTONOSUPPORT, ERANGE,
+    ENOMEM, ENOSPC, ENOTCONN, ENOTSOCK, ENOTTY, EOPNOTSUPP, EPIPE, EPROTONOSUPPORT, ERANGE,
 };
 
 /// The calls the fuzzer makes. `Unknown` is any other command word of the
@@ -97,6 +97,7 @@ const FLOW_ATTACH: &[Errno] = &[
     ENOTCONN,
     EEXIST,
     ENODEV,
+    EOPNOTSUPP,
     ENOENT,
     EACCES,
     EINVAL,
