@@ -73,6 +73,7 @@ use crate::{
         Cqe,
         Credit, //
     },
+    defer::DropInProcess,
     flow_tx::{
         Pending,
         TxState, //
@@ -204,7 +205,8 @@ pub(crate) struct Flow {
     /// NIC index and port.
     pub(crate) nic: u32,
     pub(crate) port: u32,
-    pub(crate) control: Arc<Control>,
+    /// Dropped on a workqueue: the flow's last reference may go in softirq.
+    pub(crate) control: DropInProcess<Arc<Control>>,
     pub(crate) cq: Arc<Cq>,
     pub(crate) sock: ARef<TcpSock>,
     pub(crate) target: RxTarget,
@@ -257,6 +259,7 @@ impl Flow {
         tx: TxState,
     ) -> Result<Arc<Self>> {
         let ring_start = 0;
+        let control = DropInProcess::new(control)?;
         Arc::pin_init(
             try_pin_init!(Self {
                 id,

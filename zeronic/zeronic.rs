@@ -19,6 +19,7 @@ mod cdev_zc;
 mod cmdq;
 mod control;
 mod cq;
+mod defer;
 mod driver;
 mod ethtool;
 mod flow;
