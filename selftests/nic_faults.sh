@@ -36,7 +36,7 @@ CMD_TIMEOUT_MIN=5 CMD_TIMEOUT_MAX=30
 
 zn_load
 zn_wait_path present /dev/zeronic || { ktap_print_header; ktap_exit_fail_msg "no /dev/zeronic"; }
-zn_net_start 15
+zn_net_start 20
 bdf=$(basename "$ZN_PCI")
 mark=$(zn_log_mark)
 trap 'holder_kill; timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1' EXIT

@@ -601,6 +601,27 @@ TEST_F(zc, data_queued_before_attach_is_delivered_first)
 	EXPECT_EQ(13u, fq.rx_stream_off);
 }
 
+/*
+ * Stream mode: the ring is there at attach, and nothing more is sent, so
+ * only the attach itself can hand over what TCP queued before it.
+ */
+TEST_F(zc, data_queued_before_a_stream_attach_reaches_the_ring)
+{
+	struct zeronic_cqe e;
+	__u32 flow = 0;
+
+	ASSERT_EQ(7, write(self->cli, "before|", 7));
+	usleep(200000);
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_STREAM,
+			    self->key_rw, 4096, &flow));
+	ASSERT_EQ(0, cq_take(self->map, &e, 5000));
+	EXPECT_EQ(ZERONIC_CQE_STREAM_DATA, e.opcode);
+	EXPECT_EQ(0u, e.stream_off);
+	EXPECT_EQ(7u, e.len);
+	EXPECT_NE(0u, e.flags & ZERONIC_CQE_F_COPIED);
+	EXPECT_EQ(0, memcmp(self->buf, "before|", 7));
+}
+
 TEST_F(zc, peer_reset_fails_the_flow)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };

@@ -286,6 +286,13 @@ pub(crate) fn attach(file: &SocketFile, arg: AttachArg) -> Result<Arc<Flow>> {
         return Err(e);
     }
     let flow = SetOnce::as_ref(&out).ok_or(EIO)?.clone();
+    // Bytes TCP queued before the attach: `sk_data_ready` fires only for new
+    // ones, and none may come while the queue holds the window shut. A
+    // stream-mode flow has its ring now; a message-mode one takes them when
+    // segments are posted.
+    let mut sk = flow.sock.lock();
+    flow.consume(&mut sk);
+    drop(sk);
     Ok(flow)
 }
 
