@@ -27,6 +27,7 @@ pub const CQE_FLOW: u16 = raw::ZERONIC_CQE_FLOW as u16;
 /// `ZERONIC_CQE_F_*` flags.
 pub const CQE_F_EOF: u32 = raw::ZERONIC_CQE_F_EOF;
 pub const CQE_F_COPIED: u32 = raw::ZERONIC_CQE_F_COPIED;
+pub const CQE_F_DETACHED: u32 = raw::ZERONIC_CQE_F_DETACHED;
 /// `ZERONIC_WR_*` opcodes.
 pub const WR_SEND: u16 = raw::ZERONIC_WR_SEND as u16;
 pub const WR_RECV: u16 = raw::ZERONIC_WR_RECV as u16;
@@ -78,6 +79,11 @@ impl Device {
             bail!("NIC {nic} lacks RX_SPLIT/TX_MERGE (caps {:#x})", q.caps);
         }
         Ok(Arc::new(Self { file, nic }))
+    }
+
+    /// `ZERONIC_IOC_QUERY` of the NIC: capacities and the NIC-wide counters.
+    pub fn query(&self) -> Result<zu::Query> {
+        zu::query(self.fd(), self.nic).with_context(|| format!("QUERY of NIC {}", self.nic))
     }
 
     fn fd(&self) -> BorrowedFd<'_> {
@@ -256,6 +262,26 @@ impl Device {
             .with_context(|| format!("FLOW_QUERY of flow {flow}"))?;
         Ok(q)
     }
+}
+
+/// `TCP_WINDOW_CLAMP` of `sock`: the receive window it advertises stays at
+/// most `bytes`.
+pub fn set_window_clamp(sock: BorrowedFd<'_>, bytes: u32) -> Result<()> {
+    let v = nix::libc::c_int::try_from(bytes).unwrap_or(nix::libc::c_int::MAX);
+    // SAFETY: `v` is a readable c_int of the size passed, for the call only.
+    let r = unsafe {
+        nix::libc::setsockopt(
+            sock.as_raw_fd(),
+            nix::libc::IPPROTO_TCP,
+            nix::libc::TCP_WINDOW_CLAMP,
+            (&raw const v).cast(),
+            size_of::<nix::libc::c_int>() as nix::libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(Errno::last()).with_context(|| format!("TCP_WINDOW_CLAMP of {bytes}"));
+    }
+    Ok(())
 }
 
 /// Name of a `ZERONIC_FLOW_*` state.
