@@ -514,7 +514,7 @@ impl OffFlow {
                 // Half the posted space: room for TCP's window even while
                 // the application has not yet reposted what it consumed.
                 let clamp = (buf.len() / 2).clamp(64 << 10, u32::MAX as usize) as u32;
-                zn::set_window_clamp(sock.as_fd(), clamp)
+                zn::clamp_window(sock.as_fd(), clamp)
                     .with_context(|| format!("flow {index}"))?;
             }
             let region = dev.register(&buf, zn::ACCESS_WRITE)?;
@@ -1170,14 +1170,13 @@ impl Conn {
     }
 }
 
-/// Waits until the peer's FIN arrived on a detached socket (which cannot
-/// be read): POLLRDHUP.
+/// Waits until the peer's FIN arrived on a detached socket, which cannot be
+/// read: poll() says readable (POLLIN: the FIN, as nothing else may come).
 fn wait_fin(sock: &TcpStream, timeout: Duration) -> Result<()> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let rdhup = PollFlags::from_bits_retain(nix::libc::POLLRDHUP);
     let until = Instant::now() + timeout;
     loop {
-        let mut fds = [PollFd::new(sock.as_fd(), rdhup)];
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
         let now = Instant::now();
         ensure!(
             now < until,
@@ -1189,12 +1188,13 @@ fn wait_fin(sock: &TcpStream, timeout: Duration) -> Result<()> {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(e).context("poll for the peer's FIN"),
         }
-        let r = fds[0].revents().unwrap_or(PollFlags::empty());
+        // (revents() is None for bits nix does not know.)
+        let r = fds[0].revents().unwrap_or(PollFlags::POLLIN);
         ensure!(
             !r.intersects(PollFlags::POLLERR),
             "the connection failed while waiting for the peer's FIN ({r:?})"
         );
-        if r.intersects(rdhup | PollFlags::POLLHUP) {
+        if r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP) {
             return Ok(());
         }
     }

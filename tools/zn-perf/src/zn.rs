@@ -264,24 +264,38 @@ impl Device {
     }
 }
 
-/// `TCP_WINDOW_CLAMP` of `sock`: the receive window it advertises stays at
-/// most `bytes`.
-pub fn set_window_clamp(sock: BorrowedFd<'_>, bytes: u32) -> Result<()> {
-    let v = nix::libc::c_int::try_from(bytes).unwrap_or(nix::libc::c_int::MAX);
+fn setsockopt_int(sock: BorrowedFd<'_>, level: i32, name: i32, v: nix::libc::c_int) -> nix::Result<()> {
     // SAFETY: `v` is a readable c_int of the size passed, for the call only.
     let r = unsafe {
         nix::libc::setsockopt(
             sock.as_raw_fd(),
-            nix::libc::IPPROTO_TCP,
-            nix::libc::TCP_WINDOW_CLAMP,
+            level,
+            name,
             (&raw const v).cast(),
             size_of::<nix::libc::c_int>() as nix::libc::socklen_t,
         )
     };
     if r != 0 {
-        return Err(Errno::last()).with_context(|| format!("TCP_WINDOW_CLAMP of {bytes}"));
+        return Err(Errno::last());
     }
     Ok(())
+}
+
+/// Bounds the receive window `sock` advertises to `bytes`: `SO_RCVBUF` of
+/// `bytes / 2` (the kernel doubles it; `SO_RCVBUFFORCE` where allowed, to
+/// pass `net.core.rmem_max`), which also stops receive-buffer autotuning
+/// from raising the clamp again, and `TCP_WINDOW_CLAMP` of `bytes`.
+pub fn clamp_window(sock: BorrowedFd<'_>, bytes: u32) -> Result<()> {
+    use nix::libc::{IPPROTO_TCP, SOL_SOCKET, SO_RCVBUF, SO_RCVBUFFORCE, TCP_WINDOW_CLAMP};
+    let v = nix::libc::c_int::try_from(bytes).unwrap_or(nix::libc::c_int::MAX);
+    match setsockopt_int(sock, SOL_SOCKET, SO_RCVBUFFORCE, v / 2) {
+        Ok(()) => {}
+        Err(Errno::EPERM) => setsockopt_int(sock, SOL_SOCKET, SO_RCVBUF, v / 2)
+            .with_context(|| format!("SO_RCVBUF of {}", v / 2))?,
+        Err(e) => return Err(e).with_context(|| format!("SO_RCVBUFFORCE of {}", v / 2)),
+    }
+    setsockopt_int(sock, IPPROTO_TCP, TCP_WINDOW_CLAMP, v)
+        .with_context(|| format!("TCP_WINDOW_CLAMP of {bytes}"))
 }
 
 /// Name of a `ZERONIC_FLOW_*` state.
