@@ -49,9 +49,10 @@ pub struct SideOpts {
     pub nic: u32,
     /// No progress for this long is an error.
     pub stall: Duration,
-    /// Offload, bulk receiver: clamp the TCP window to half the posted
-    /// receive space (segments or ring), so that a clean wire never finds
-    /// nothing posted (no copy).
+    /// Offload, bulk receiver: clamp the TCP window to a quarter of the
+    /// posted receive space (segments or ring), so that on a clean wire a
+    /// byte finds nothing posted (and is copied) only if the application
+    /// lags by more than the rest.
     pub window_clamp: bool,
 }
 
@@ -511,11 +512,13 @@ impl OffFlow {
                 ),
             };
             if opts.window_clamp && spec.kind == Kind::Bandwidth {
-                // Half the posted space: room for TCP's window even while
-                // the application has not yet reposted what it consumed.
-                let clamp = (buf.len() / 2).clamp(64 << 10, u32::MAX as usize) as u32;
-                zn::clamp_window(sock.as_fd(), clamp)
-                    .with_context(|| format!("flow {index}"))?;
+                // A quarter of the posted space. TCP's window only bounds
+                // what is beyond the bytes TCP took in order; placed bytes
+                // the application has not consumed (or reposted) yet fill
+                // the posted space too. So the application may lag by three
+                // quarters of it before a byte finds nothing posted.
+                let clamp = (buf.len() / 4).clamp(64 << 10, u32::MAX as usize) as u32;
+                zn::clamp_window(sock.as_fd(), clamp).with_context(|| format!("flow {index}"))?;
             }
             let region = dev.register(&buf, zn::ACCESS_WRITE)?;
             let mode = match kind {
@@ -783,8 +786,7 @@ impl OffFlow {
     }
 
     fn done(&self) -> bool {
-        self.tx.as_ref().is_none_or(|t| t.finished)
-            && self.rx.as_ref().is_none_or(OffRx::complete)
+        self.tx.as_ref().is_none_or(|t| t.finished) && self.rx.as_ref().is_none_or(OffRx::complete)
     }
 
     /// The kernel's counters of the flow.
@@ -1309,11 +1311,7 @@ pub fn prepare(
                         by_id.insert(f.id, flows.len());
                         flows.push(f);
                     }
-                    workers.push(OffWorker {
-                        flows,
-                        by_id,
-                        cq,
-                    });
+                    workers.push(OffWorker { flows, by_id, cq });
                 }
                 Work::Off(workers)
             }

@@ -264,7 +264,12 @@ impl Device {
     }
 }
 
-fn setsockopt_int(sock: BorrowedFd<'_>, level: i32, name: i32, v: nix::libc::c_int) -> nix::Result<()> {
+fn setsockopt_int(
+    sock: BorrowedFd<'_>,
+    level: i32,
+    name: i32,
+    v: nix::libc::c_int,
+) -> nix::Result<()> {
     // SAFETY: `v` is a readable c_int of the size passed, for the call only.
     let r = unsafe {
         nix::libc::setsockopt(
