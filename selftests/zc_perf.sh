@@ -50,8 +50,8 @@ PERF=${ZN_PERF_BIN:-$ZN_ROOT/target/release/zn-perf}
 WIRE=$ZN_ROOT/qemu/guest/zn-wire
 MTU=65280
 CLEAN=${ZN_PERF_CLEAN:-1G}
-LOSS1=${ZN_PERF_LOSS1:-256M}
-LOSS5=${ZN_PERF_LOSS5:-64M}
+LOSS1=${ZN_PERF_LOSS1:-128M}
+LOSS5=${ZN_PERF_LOSS5:-32M}
 # Seconds either zn-perf may take (its own stall timeout is 30 s).
 TMO=600
 
@@ -233,11 +233,14 @@ zp_set_mtu() {
 		zn_in b ip link set dev "$ZN_IF_B" mtu "$1"
 }
 
-# Receivers post 16 MiB per flow (256 segments of 64K, or a 16M ring), so
-# that with zn-perf's window clamp (a quarter of it) a receiver may lag by
-# 12 MiB before a byte finds nothing posted on a clean wire.
+# Receivers post 64 MiB per flow (256 segments of 256K, or a 64M ring):
+# zn-perf clamps their TCP window to a quarter of that, at most 4 MiB, so a
+# receiver may lag by 60 MiB before a byte finds nothing posted (and is
+# copied) on a clean wire. With --verify under TCG the ends are CPU-bound
+# and the receiving side of a bidirectional run falls behind.
+MSG="-s 256K"
 RXM="--rx message --rx-depth 256"
-RXS="--rx stream --ring 16M"
+RXS="--rx stream --ring 64M"
 zp_set_mtu "$MTU" || ktap_exit_fail_msg "cannot set MTU $MTU on $ZN_IF_A/$ZN_IF_B"
 zn_diag "MTU $MTU on both ports; clean $CLEAN, 1% loss $LOSS1, 5% loss $LOSS5 each way"
 
@@ -260,7 +263,7 @@ for wire in clean 1 5; do
 		if [ "$rx" = message ]; then rxo=$RXM; else rxo=$RXS; fi
 		zn_case "$what: $size each way, offloaded both ends, rx $rx, verified, placed not copied$([ "$clean" = 1 ] || echo ' (copies reported)'), NIC counters back" \
 			zp_case "bidir-$wire-$rx" $((5300 + n)) "$(bytes_of "$size")" 1 "$clean" \
-			"--mode offload $rxo" "--mode offload $rxo -n $size --bidir --verify"
+			"--mode offload $rxo" "--mode offload $rxo $MSG -n $size --bidir --verify"
 	done
 done
 zp_wire loss=0 reorder=0 dup=0
@@ -268,7 +271,7 @@ zp_wire loss=0 reorder=0 dup=0
 zn_case "interop: offloaded sender to a plain Linux TCP receiver, 256M verified, NIC counters back" \
 	zp_case interop-off-plain 5311 "$(bytes_of 256M)" 1 1 "--mode plain" "--mode offload -n 256M --verify"
 zn_case "interop: plain Linux TCP sender to an offloaded receiver, 256M verified, placed not copied, NIC counters back" \
-	zp_case interop-plain-off 5312 "$(bytes_of 256M)" 1 1 "--mode offload $RXM" "--mode plain -n 256M --verify"
+	zp_case interop-plain-off 5312 "$(bytes_of 256M)" 1 1 "--mode offload $RXM" "--mode plain $MSG -n 256M --verify"
 
 # 64 flows: less memory per flow (64 flows x 2 ends in a guest of 1 GiB):
 # 512K of sends and 2M of receives per flow.
@@ -280,7 +283,7 @@ zn_case "64 concurrent offloaded flows, 4M each verified, placed not copied, NIC
 zp_mixed() {
 	local before rc=0 p1 p2
 	before=$(zp_query) || return 1
-	zp_pair mixed-off 5314 "--mode offload $RXM" "--mode offload -n 128M --verify" >"$TMPD/mixed-off.out" 2>&1 &
+	zp_pair mixed-off 5314 "--mode offload $RXM" "--mode offload $MSG -n 128M --verify" >"$TMPD/mixed-off.out" 2>&1 &
 	p1=$!
 	zp_pair mixed-plain 5315 "--mode plain" "--mode plain -n 128M --verify" >"$TMPD/mixed-plain.out" 2>&1 &
 	p2=$!

@@ -50,14 +50,17 @@ pub struct SideOpts {
     /// No progress for this long is an error.
     pub stall: Duration,
     /// Offload, bulk receiver: clamp the TCP window to a quarter of the
-    /// posted receive space (segments or ring), so that on a clean wire a
-    /// byte finds nothing posted (and is copied) only if the application
-    /// lags by more than the rest.
+    /// posted receive space (segments or ring), at most `WINDOW_MAX`, so
+    /// that on a clean wire a byte finds nothing posted (and is copied) only
+    /// if the application lags by more than the rest.
     pub window_clamp: bool,
 }
 
 /// Bytes a flow keeps in flight by default.
 const INFLIGHT: u64 = 4 << 20;
+
+/// Largest receive window an offloaded bulk receiver clamps to.
+const WINDOW_MAX: usize = 4 << 20;
 
 fn depth(given: Option<u32>, msg: u64) -> u32 {
     given.unwrap_or_else(|| INFLIGHT.div_ceil(msg).clamp(2, 256) as u32)
@@ -512,12 +515,13 @@ impl OffFlow {
                 ),
             };
             if opts.window_clamp && spec.kind == Kind::Bandwidth {
-                // A quarter of the posted space. TCP's window only bounds
-                // what is beyond the bytes TCP took in order; placed bytes
-                // the application has not consumed (or reposted) yet fill
-                // the posted space too. So the application may lag by three
-                // quarters of it before a byte finds nothing posted.
-                let clamp = (buf.len() / 4).clamp(64 << 10, u32::MAX as usize) as u32;
+                // A quarter of the posted space, at most WINDOW_MAX. TCP's
+                // window only bounds what is beyond the bytes TCP took in
+                // order; placed bytes the application has not consumed (or
+                // reposted) yet fill the posted space too. So the
+                // application may lag by the rest before a byte finds
+                // nothing posted.
+                let clamp = (buf.len() / 4).clamp(64 << 10, WINDOW_MAX) as u32;
                 zn::clamp_window(sock.as_fd(), clamp).with_context(|| format!("flow {index}"))?;
             }
             let region = dev.register(&buf, zn::ACCESS_WRITE)?;
@@ -969,6 +973,10 @@ impl OffWorker {
         let mut last = Instant::now();
         loop {
             for f in &mut self.flows {
+                // Receive space goes back first: refilling send slots (and,
+                // with --verify, generating and hashing them) takes time
+                // during which the NIC keeps placing.
+                f.flush()?;
                 f.pump(spec, deadline)?;
                 f.flush()?;
             }

@@ -117,9 +117,9 @@ struct EndArgs {
     #[arg(long, default_value_t = 30.0)]
     stall_timeout: f64,
     /// Offload receiver: leave the TCP window alone (by default it is
-    /// clamped to a quarter of the posted receive space, so that a clean
-    /// wire finds nothing posted only if the application lags by more than
-    /// the rest).
+    /// clamped to a quarter of the posted receive space, at most 4 MiB, so
+    /// that a clean wire finds nothing posted only if the application lags
+    /// by more than the rest).
     #[arg(long)]
     no_window_clamp: bool,
     /// Print one JSON document instead of the table.
