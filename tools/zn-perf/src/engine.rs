@@ -629,13 +629,16 @@ impl OffFlow {
         Ok(())
     }
 
-    /// Posts the queued work requests and consumes the ring.
+    /// Posts the queued work requests and consumes the ring. Requests the
+    /// CQ has no entry for yet (EAGAIN) stay queued for the next flush,
+    /// after completions were reaped.
     fn flush(&mut self) -> Result<()> {
         if !self.wrs.is_empty() {
-            self.dev
+            let n = self
+                .dev
                 .post(self.id, &self.wrs)
                 .with_context(|| format!("flow {}", self.index))?;
-            self.wrs.clear();
+            self.wrs.drain(..n);
         }
         if let Some(to) = self.consume_to.take() {
             self.dev
@@ -942,10 +945,18 @@ fn errno_name(status: u16) -> String {
     format!("{e} ({status})")
 }
 
+/// Stream notifications a CQ has room for per flow, beyond its requests.
+const STREAM_NOTES: u32 = 64;
+
 /// CQ entries for `flows` flows: every posted request and flow event has a
-/// reserved entry; the rest is room for stream notifications.
+/// reserved entry, stream notifications take free ones; twice that. (A
+/// post that finds no free entry, EAGAIN, is retried after reaping.)
 fn cq_entries(opts: &SideOpts, spec: &TestSpec, flows: usize) -> u32 {
-    let per = depth(opts.tx_depth, spec.msg_size) + depth(opts.rx_depth, spec.msg_size) + 2;
+    let rx = match opts.rx {
+        RxKind::Message => depth(opts.rx_depth, spec.msg_size),
+        RxKind::Stream => STREAM_NOTES,
+    };
+    let per = depth(opts.tx_depth, spec.msg_size) + rx + 2;
     (2 * per as usize * flows + 16).min(zn::CQ_MAX as usize) as u32
 }
 

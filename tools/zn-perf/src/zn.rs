@@ -213,9 +213,12 @@ impl Device {
         Ok(())
     }
 
-    /// `ZERONIC_IOC_POST` of `wrs` (any number, in batches). Fails unless all
-    /// were accepted.
-    pub fn post(&self, flow: u32, wrs: &[Wr]) -> Result<()> {
+    /// `ZERONIC_IOC_POST` of `wrs` (any number, in batches). Returns how
+    /// many were accepted: all, or fewer when the CQ had no free entry for
+    /// the next one (EAGAIN: post the rest once completions were reaped).
+    /// Any other refusal is an error.
+    pub fn post(&self, flow: u32, wrs: &[Wr]) -> Result<usize> {
+        let mut done = 0;
         for batch in wrs.chunks(POST_MAX) {
             let mut p = zu::Post {
                 flow,
@@ -226,6 +229,9 @@ impl Device {
             // SAFETY: a valid, writable `struct zeronic_post` whose `wrs`
             // points at `count` readable work requests.
             let r = unsafe { ioc::post(self.file.as_raw_fd(), &mut p) };
+            if r == Err(Errno::EAGAIN) {
+                return Ok(done + p.posted as usize);
+            }
             if let Err(e) = r {
                 bail!(
                     "POST on flow {flow}: {} of {} accepted, then {e} (first refused: {:?})",
@@ -234,8 +240,9 @@ impl Device {
                     batch.get(p.posted as usize)
                 );
             }
+            done += batch.len();
         }
-        Ok(())
+        Ok(done)
     }
 
     /// `ZERONIC_IOC_STREAM_CONSUME`: ring bytes below `stream_off` are free.
