@@ -49,10 +49,18 @@ pub struct SideOpts {
     pub nic: u32,
     /// No progress for this long is an error.
     pub stall: Duration,
+    /// Offload, bulk receiver: clamp the TCP window to a quarter of the
+    /// posted receive space (segments or ring), at most `WINDOW_MAX`, so
+    /// that on a clean wire a byte finds nothing posted (and is copied) only
+    /// if the application lags by more than the rest.
+    pub window_clamp: bool,
 }
 
 /// Bytes a flow keeps in flight by default.
 const INFLIGHT: u64 = 4 << 20;
+
+/// Largest receive window an offloaded bulk receiver clamps to.
+const WINDOW_MAX: usize = 4 << 20;
 
 fn depth(given: Option<u32>, msg: u64) -> u32 {
     given.unwrap_or_else(|| INFLIGHT.div_ceil(msg).clamp(2, 256) as u32)
@@ -63,6 +71,7 @@ pub fn role_of(spec: &TestSpec, client: bool) -> Role {
     match (spec.kind, client, spec.reverse) {
         (Kind::Latency, true, _) => Role::Ping,
         (Kind::Latency, false, _) => Role::Echo,
+        (Kind::Bandwidth, _, _) if spec.bidir => Role::Both,
         (Kind::Bandwidth, c, r) if c != r => Role::Send,
         (Kind::Bandwidth, _, _) => Role::Recv,
     }
@@ -74,7 +83,10 @@ pub fn role_of(spec: &TestSpec, client: bool) -> Role {
 struct PlainFlow {
     index: u32,
     sock: TcpStream,
+    /// Sender: the message being written.
     buf: Vec<u8>,
+    /// Receiver: what read() fills.
+    rbuf: Vec<u8>,
     /// Sender: the part of `buf` not written yet.
     pend: std::ops::Range<usize>,
     gen: Gen,
@@ -83,10 +95,31 @@ struct PlainFlow {
     tx: StreamSum,
     rx: StreamSum,
     msgs: u64,
-    done: bool,
+    /// The sending half is done (written and shut down), or there is none.
+    tx_done: bool,
+    /// The receiving half saw EOF, or there is none.
+    rx_done: bool,
+    /// The epoll events the socket is registered for.
+    ev: EpollFlags,
 }
 
 impl PlainFlow {
+    fn done(&self) -> bool {
+        self.tx_done && self.rx_done
+    }
+
+    /// The epoll events the unfinished halves wait for.
+    fn want(&self) -> EpollFlags {
+        let mut e = EpollFlags::empty();
+        if !self.tx_done {
+            e |= EpollFlags::EPOLLOUT;
+        }
+        if !self.rx_done {
+            e |= EpollFlags::EPOLLIN;
+        }
+        e
+    }
+
     fn report(&self) -> FlowReport {
         FlowReport {
             index: self.index,
@@ -113,7 +146,7 @@ impl PlainFlow {
                     self.sock
                         .shutdown(Shutdown::Write)
                         .with_context(|| format!("flow {}: shutdown", self.index))?;
-                    self.done = true;
+                    self.tx_done = true;
                     return Ok(true);
                 }
                 let n = left.min(spec.msg_size) as usize;
@@ -148,14 +181,14 @@ impl PlainFlow {
     fn recv_some(&mut self, verify: bool) -> Result<bool> {
         let mut progressed = false;
         for _ in 0..64 {
-            match self.sock.read(&mut self.buf) {
+            match self.sock.read(&mut self.rbuf) {
                 Ok(0) => {
-                    self.done = true;
+                    self.rx_done = true;
                     return Ok(true);
                 }
                 Ok(k) => {
                     if verify {
-                        self.rx.update(&self.buf[..k]);
+                        self.rx.update(&self.rbuf[..k]);
                     } else {
                         self.rx.count(k as u64);
                     }
@@ -189,32 +222,30 @@ impl PlainWorker {
     ) -> Result<Instant> {
         let deadline = spec.duration.map(|d| t0 + Duration::from_secs_f64(d));
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll_create")?;
-        let ev = if role == Role::Send {
-            EpollFlags::EPOLLOUT
-        } else {
-            EpollFlags::EPOLLIN
-        };
-        for (i, f) in self.flows.iter().enumerate() {
+        for (i, f) in self.flows.iter_mut().enumerate() {
             f.sock.set_nonblocking(true).context("O_NONBLOCK")?;
-            epoll
-                .add(f.sock.as_fd(), EpollEvent::new(ev, i as u64))
-                .context("epoll_ctl")?;
+            f.ev = f.want();
+            if !f.ev.is_empty() {
+                epoll
+                    .add(f.sock.as_fd(), EpollEvent::new(f.ev, i as u64))
+                    .context("epoll_ctl")?;
+            }
         }
         let mut events = vec![EpollEvent::empty(); self.flows.len().max(1)];
         let mut last = Instant::now();
         loop {
             let mut progressed = false;
             // Senders past their deadline finish without waiting for room.
-            if role == Role::Send && deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 for f in self
                     .flows
                     .iter_mut()
-                    .filter(|f| !f.done && f.pend.is_empty())
+                    .filter(|f| !f.tx_done && f.pend.is_empty())
                 {
                     progressed |= f.send_some(spec, deadline)?;
                 }
             }
-            if self.flows.iter().all(|f| f.done) {
+            if self.flows.iter().all(PlainFlow::done) {
                 return Ok(Instant::now());
             }
             let n = epoll
@@ -228,17 +259,25 @@ impl PlainWorker {
                 })
                 .context("epoll_wait")?;
             for e in &events[..n] {
-                let f = &mut self.flows[e.data() as usize];
-                if f.done {
-                    continue;
+                let i = e.data();
+                let f = &mut self.flows[i as usize];
+                if !f.tx_done {
+                    progressed |= f.send_some(spec, deadline)?;
                 }
-                progressed |= if role == Role::Send {
-                    f.send_some(spec, deadline)?
-                } else {
-                    f.recv_some(spec.verify)?
-                };
-                if f.done {
-                    epoll.delete(f.sock.as_fd()).context("epoll_ctl DEL")?;
+                if !f.rx_done {
+                    progressed |= f.recv_some(spec.verify)?;
+                }
+                let want = f.want();
+                if want != f.ev {
+                    if want.is_empty() {
+                        epoll.delete(f.sock.as_fd()).context("epoll_ctl DEL")?;
+                    } else {
+                        let mut ev = EpollEvent::new(want, i);
+                        epoll
+                            .modify(f.sock.as_fd(), &mut ev)
+                            .context("epoll_ctl MOD")?;
+                    }
+                    f.ev = want;
                 }
             }
             let now = Instant::now();
@@ -250,11 +289,12 @@ impl PlainWorker {
                     .iter()
                     .map(|f| {
                         format!(
-                            "flow {}: sent {} received {}{}",
+                            "flow {}: sent {}{} received {}{}",
                             f.index,
                             f.tx.bytes(),
+                            if f.tx_done { " (done)" } else { "" },
                             f.rx.bytes(),
-                            if f.done { " (done)" } else { "" }
+                            if f.rx_done { " (done)" } else { "" }
                         )
                     })
                     .collect();
@@ -284,7 +324,10 @@ struct OffTx {
     /// Bytes posted (stream offset of the next send).
     scheduled: u64,
     acked: u64,
-    shut: bool,
+    /// Every send posted and completed (ACKed): the half is done. The
+    /// socket is shut down for writing only after the flow is detached
+    /// (see `OffWorker::finish`).
+    finished: bool,
     msgs: u64,
 }
 
@@ -325,10 +368,19 @@ struct OffRx {
     kind: RxBuf,
     /// Bytes delivered in order so far.
     received: u64,
+    /// Bidirectional runs: the stream's length, known in advance (the
+    /// peer's FIN only comes after both ends are done, see
+    /// `OffWorker::finish`); message mode posts exactly this much.
+    expect: Option<u64>,
+    /// Message mode: stream offset where the next posted segment starts.
+    posted_end: u64,
+    /// Stream mode: the ring is consumed up to here.
+    consumed: u64,
     sink: RxSink,
     msgs: u64,
     copied_cqes: u64,
-    /// End of the stream (the FLOW EOF event's stream_off).
+    /// End of the stream (the FLOW EOF event's stream_off, or a STREAM_DATA
+    /// entry flagged EOF).
     eof_at: Option<u64>,
 }
 
@@ -336,12 +388,44 @@ impl OffRx {
     fn at_eof(&self) -> bool {
         self.eof_at.is_some_and(|e| self.received >= e)
     }
+
+    /// Everything this half waits for arrived.
+    fn complete(&self) -> bool {
+        self.at_eof() || self.expect.is_some_and(|e| self.received >= e)
+    }
+
+    /// Message mode: the receive segment of slot `slot` for the next part of
+    /// the stream; None once the expected length is all posted.
+    fn next_seg(&mut self, slot: u64) -> Option<Wr> {
+        let RxBuf::Msg { seg } = self.kind else {
+            return None;
+        };
+        let len = match self.expect {
+            Some(e) => e.saturating_sub(self.posted_end).min(seg as u64) as usize,
+            None => seg,
+        };
+        if len == 0 {
+            return None;
+        }
+        self.posted_end += len as u64;
+        Some(wr(
+            zn::WR_RECV,
+            slot,
+            self.region.key,
+            slot * seg as u64,
+            len,
+        ))
+    }
 }
 
 struct OffFlow {
     index: u32,
     /// The kernel's flow id.
     id: u32,
+    dev: Arc<Device>,
+    /// FLOW_DETACH done (dropping an attached flow detaches it first, so
+    /// that its CQ, dropped later, can be destroyed).
+    detached: bool,
     tx: Option<OffTx>,
     rx: Option<OffRx>,
     /// Work requests to post at the next flush.
@@ -362,6 +446,17 @@ fn wr(opcode: u16, wr_id: u64, key: u64, offset: u64, len: usize) -> Wr {
         len: len as u32,
         opcode,
         flags: 0,
+    }
+}
+
+impl Drop for OffFlow {
+    fn drop(&mut self) {
+        if !self.detached {
+            // An error path: detach before the regions and the socket go.
+            if let Err(e) = self.dev.detach(self.id) {
+                eprintln!("zn-perf: flow {}: {e:#}", self.index);
+            }
+        }
     }
 }
 
@@ -401,7 +496,7 @@ impl OffFlow {
                 sum: StreamSum::new(spec.verify),
                 scheduled: 0,
                 acked: 0,
-                shut: false,
+                finished: false,
                 msgs: 0,
             })
         } else {
@@ -419,6 +514,16 @@ impl OffFlow {
                     RxBuf::Stream { size: opts.ring },
                 ),
             };
+            if opts.window_clamp && spec.kind == Kind::Bandwidth {
+                // A quarter of the posted space, at most WINDOW_MAX. TCP's
+                // window only bounds what is beyond the bytes TCP took in
+                // order; placed bytes the application has not consumed (or
+                // reposted) yet fill the posted space too. So the
+                // application may lag by the rest before a byte finds
+                // nothing posted.
+                let clamp = (buf.len() / 4).clamp(64 << 10, WINDOW_MAX) as u32;
+                zn::clamp_window(sock.as_fd(), clamp).with_context(|| format!("flow {index}"))?;
+            }
             let region = dev.register(&buf, zn::ACCESS_WRITE)?;
             let mode = match kind {
                 RxBuf::Msg { .. } => zn::RxMode::Message,
@@ -432,6 +537,9 @@ impl OffFlow {
                 buf,
                 kind,
                 received: 0,
+                expect: if spec.bidir { spec.bytes } else { None },
+                posted_end: 0,
+                consumed: 0,
                 sink: RxSink {
                     sum: StreamSum::new(spec.verify),
                     verify: spec.verify,
@@ -451,6 +559,8 @@ impl OffFlow {
         let mut f = Self {
             index,
             id,
+            dev: dev.clone(),
+            detached: false,
             tx,
             rx,
             wrs: Vec::new(),
@@ -458,31 +568,27 @@ impl OffFlow {
             eof_without_rx: false,
             sock,
         };
-        if let Some(rx) = &f.rx {
+        if let Some(rx) = &mut f.rx {
             if let RxBuf::Msg { seg } = rx.kind {
                 let n = rx.buf.len() / seg;
                 for i in 0..n {
-                    f.wrs.push(wr(
-                        zn::WR_RECV,
-                        i as u64,
-                        rx.region.key,
-                        (i * seg) as u64,
-                        seg,
-                    ));
+                    if let Some(w) = rx.next_seg(i as u64) {
+                        f.wrs.push(w);
+                    }
                 }
             }
         }
-        f.flush(dev)?;
+        f.flush()?;
         Ok(f)
     }
 
     /// Bulk sender: posts sends into the free slots while the stream lasts;
-    /// shuts the socket down once the last one completed.
+    /// the half is finished once the last one completed.
     fn pump(&mut self, spec: &TestSpec, deadline: Option<Instant>) -> Result<()> {
         let Some(tx) = &mut self.tx else {
             return Ok(());
         };
-        if tx.shut {
+        if tx.finished {
             return Ok(());
         }
         let now = Instant::now();
@@ -518,24 +624,29 @@ impl OffFlow {
             tx.inflight += 1;
         }
         if !more(tx.scheduled) && tx.inflight == 0 && self.wrs.is_empty() {
-            self.sock
-                .shutdown(Shutdown::Write)
-                .with_context(|| format!("flow {}: shutdown", self.index))?;
-            tx.shut = true;
+            tx.finished = true;
         }
         Ok(())
     }
 
-    /// Posts the queued work requests and consumes the ring.
-    fn flush(&mut self, dev: &Device) -> Result<()> {
+    /// Posts the queued work requests and consumes the ring. Requests the
+    /// CQ has no entry for yet (EAGAIN) stay queued for the next flush,
+    /// after completions were reaped.
+    fn flush(&mut self) -> Result<()> {
         if !self.wrs.is_empty() {
-            dev.post(self.id, &self.wrs)
+            let n = self
+                .dev
+                .post(self.id, &self.wrs)
                 .with_context(|| format!("flow {}", self.index))?;
-            self.wrs.clear();
+            self.wrs.drain(..n);
         }
         if let Some(to) = self.consume_to.take() {
-            dev.consume(self.id, to)
+            self.dev
+                .consume(self.id, to)
                 .with_context(|| format!("flow {}", self.index))?;
+            if let Some(rx) = &mut self.rx {
+                rx.consumed = rx.consumed.max(to);
+            }
         }
         Ok(())
     }
@@ -595,8 +706,9 @@ impl OffFlow {
                 rx.received += u64::from(c.len);
                 rx.msgs += 1;
                 if c.flags & zn::CQE_F_EOF == 0 {
-                    self.wrs
-                        .push(wr(zn::WR_RECV, c.wr_id, rx.region.key, off as u64, seg));
+                    if let Some(w) = rx.next_seg(c.wr_id) {
+                        self.wrs.push(w);
+                    }
                 }
             }
             zn::CQE_STREAM_DATA => {
@@ -633,8 +745,19 @@ impl OffFlow {
                     pos += n;
                 }
                 rx.received = end;
-                rx.msgs += 1;
-                self.consume_to = Some(end);
+                if c.len > 0 {
+                    rx.msgs += 1;
+                }
+                if c.flags & zn::CQE_F_EOF != 0 {
+                    rx.eof_at = Some(end);
+                }
+                // Only new bytes are consumed: the driver answers every
+                // STREAM_CONSUME after the peer's FIN with another empty
+                // STREAM_DATA entry flagged EOF, so consuming on each entry
+                // would go on for ever.
+                if end > rx.consumed {
+                    self.consume_to = Some(end);
+                }
             }
             zn::CQE_FLOW => {
                 ensure!(
@@ -659,6 +782,10 @@ impl OffFlow {
                         None => self.eof_without_rx = true,
                     }
                 }
+                ensure!(
+                    c.flags & zn::CQE_F_DETACHED == 0,
+                    "flow {index}: detached while running"
+                );
             }
             op => bail!("flow {index}: unknown completion opcode {op}"),
         }
@@ -666,12 +793,12 @@ impl OffFlow {
     }
 
     fn done(&self) -> bool {
-        self.tx.as_ref().is_none_or(|t| t.shut) && self.rx.as_ref().is_none_or(|r| r.at_eof())
+        self.tx.as_ref().is_none_or(|t| t.finished) && self.rx.as_ref().is_none_or(OffRx::complete)
     }
 
     /// The kernel's counters of the flow.
-    fn counters(&self, dev: &Device) -> Result<Counters> {
-        let q = dev.query_flow(self.id)?;
+    fn counters(&self) -> Result<Counters> {
+        let q = self.dev.query_flow(self.id)?;
         Ok(Counters {
             state: zn::flow_state_name(q.state).into(),
             rx_placed_bytes: q.rx_placed_bytes,
@@ -685,7 +812,7 @@ impl OffFlow {
         })
     }
 
-    fn describe(&self, dev: &Device) -> String {
+    fn describe(&self) -> String {
         let mut s = format!(
             "flow {}: sent {} (acked {}, in flight {}) received {}{}",
             self.index,
@@ -698,7 +825,7 @@ impl OffFlow {
                 None => String::new(),
             }
         );
-        match self.counters(dev) {
+        match self.counters() {
             Ok(c) => s += &format!(
                 "; kernel: state {} rx_stream_off {} placed {} copied {} merged {} txcopied {} tx_stream_off {} rx_posted {} tx_posted {}",
                 c.state, c.rx_stream_off, c.rx_placed_bytes, c.rx_copied_bytes, c.tx_merged_bytes,
@@ -709,11 +836,19 @@ impl OffFlow {
         s
     }
 
-    /// Reports the flow and detaches it; the regions and the socket go with
-    /// `self`, after the detach.
-    fn finish(self, dev: &Device) -> Result<FlowReport> {
-        let counters = self.counters(dev)?;
-        dev.detach(self.id)?;
+    /// `ZERONIC_IOC_FLOW_DETACH`, once.
+    fn detach(&mut self) -> Result<()> {
+        if !self.detached {
+            self.detached = true;
+            self.dev
+                .detach(self.id)
+                .with_context(|| format!("flow {}", self.index))?;
+        }
+        Ok(())
+    }
+
+    /// The flow's report, with its counters read before the detach.
+    fn report(&self, counters: Counters) -> FlowReport {
         let (tx_bytes, tx_sha256) = self
             .tx
             .as_ref()
@@ -721,7 +856,7 @@ impl OffFlow {
         let (rx_bytes, rx_sha256, copied) = self.rx.as_ref().map_or((0, None, 0), |r| {
             (r.sink.sum.bytes(), r.sink.sum.hex(), r.copied_cqes)
         });
-        Ok(FlowReport {
+        FlowReport {
             index: self.index,
             tx_bytes,
             tx_sha256,
@@ -729,7 +864,7 @@ impl OffFlow {
             rx_sha256,
             counters: Some(counters),
             copied_completions: copied,
-        })
+        }
     }
 
     fn msgs(&self) -> u64 {
@@ -737,21 +872,96 @@ impl OffFlow {
     }
 }
 
+/// The end of offloaded flows whose work is done, in the order that keeps
+/// TCP quiet: read the counters, FLOW_DETACH every flow, reap the CQ until
+/// each flow's `DETACHED` event (an error event there, a reset, fails the
+/// run), and only then shut the sockets down for writing. A socket is
+/// never shut down while attached: otherwise the peer's FIN could complete
+/// the close (TCP_CLOSE) while the flow is attached, which the driver
+/// reports as a failed connection (ECONNRESET). Nothing is left unread (a
+/// flow ends at EOF or after its known length), so closing the sockets
+/// afterwards sends FINs, not resets. The caller drops the flows (regions,
+/// sockets) and then the CQ.
+fn finish_flows(flows: &mut [&mut OffFlow], cq: &Cq, timeout: Duration) -> Result<Vec<Counters>> {
+    let mut counters = Vec::new();
+    for f in flows.iter_mut() {
+        counters.push(f.counters().with_context(|| format!("flow {}", f.index))?);
+        f.detach()?;
+    }
+    let mut left: HashMap<u32, u32> = flows.iter().map(|f| (f.id, f.index)).collect();
+    let until = Instant::now() + timeout;
+    while !left.is_empty() {
+        while let Some(c) = cq.pop() {
+            let index = left.get(&c.flow).copied().unwrap_or(u32::MAX);
+            match c.opcode {
+                zn::CQE_FLOW => {
+                    ensure!(
+                        c.status == 0,
+                        "flow {index}: the connection failed at the end: {} (flags {:#x}, stream offset {})",
+                        errno_name(c.status),
+                        c.flags,
+                        c.stream_off
+                    );
+                    if c.flags & zn::CQE_F_DETACHED != 0 {
+                        left.remove(&c.flow);
+                    }
+                }
+                zn::CQE_SEND => ensure!(
+                    c.status == 0,
+                    "flow {index}: a send completed with {} after the detach",
+                    errno_name(c.status)
+                ),
+                // Receive segments reposted before the EOF came back
+                // (ECANCELED, empty), stream notifications: nothing to do.
+                _ => {}
+            }
+        }
+        if left.is_empty() {
+            break;
+        }
+        let now = Instant::now();
+        if now >= until {
+            let mut v: Vec<u32> = left.values().copied().collect();
+            v.sort_unstable();
+            bail!(
+                "no DETACHED event within {:.0} s for flows {v:?}",
+                timeout.as_secs_f64()
+            );
+        }
+        cq.wait(until - now)?;
+    }
+    for f in flows.iter() {
+        if f.tx.is_some() {
+            f.sock
+                .shutdown(Shutdown::Write)
+                .with_context(|| format!("flow {}: shutdown after the detach", f.index))?;
+        }
+    }
+    Ok(counters)
+}
+
 fn errno_name(status: u16) -> String {
     let e = nix::errno::Errno::from_raw(i32::from(status));
     format!("{e} ({status})")
 }
 
+/// Stream notifications a CQ has room for per flow, beyond its requests.
+const STREAM_NOTES: u32 = 64;
+
 /// CQ entries for `flows` flows: every posted request and flow event has a
-/// reserved entry; the rest is room for stream notifications.
+/// reserved entry, stream notifications take free ones; twice that. (A
+/// post that finds no free entry, EAGAIN, is retried after reaping.)
 fn cq_entries(opts: &SideOpts, spec: &TestSpec, flows: usize) -> u32 {
-    let per = depth(opts.tx_depth, spec.msg_size) + depth(opts.rx_depth, spec.msg_size) + 2;
+    let rx = match opts.rx {
+        RxKind::Message => depth(opts.rx_depth, spec.msg_size),
+        RxKind::Stream => STREAM_NOTES,
+    };
+    let per = depth(opts.tx_depth, spec.msg_size) + rx + 2;
     (2 * per as usize * flows + 16).min(zn::CQ_MAX as usize) as u32
 }
 
 /// One event loop's offloaded flows and their CQ.
 struct OffWorker {
-    dev: Arc<Device>,
     /// Flows before the CQ: they are detached before it is destroyed.
     flows: Vec<OffFlow>,
     by_id: HashMap<u32, usize>,
@@ -761,7 +971,7 @@ struct OffWorker {
 impl OffWorker {
     fn stall_error(&self, stall: Duration) -> anyhow::Error {
         let (head, tail) = self.cq.pending();
-        let flows: Vec<String> = self.flows.iter().map(|f| f.describe(&self.dev)).collect();
+        let flows: Vec<String> = self.flows.iter().map(OffFlow::describe).collect();
         anyhow::anyhow!(
             "no completion for {:.0} s (CQ head {head} tail {tail}): {}",
             stall.as_secs_f64(),
@@ -774,8 +984,12 @@ impl OffWorker {
         let mut last = Instant::now();
         loop {
             for f in &mut self.flows {
+                // Receive space goes back first: refilling send slots (and,
+                // with --verify, generating and hashing them) takes time
+                // during which the NIC keeps placing.
+                f.flush()?;
                 f.pump(spec, deadline)?;
-                f.flush(&self.dev)?;
+                f.flush()?;
             }
             let mut n = 0;
             while let Some(c) = self.cq.pop() {
@@ -787,12 +1001,14 @@ impl OffWorker {
                 self.flows[i].on_cqe(&c)?;
             }
             let now = Instant::now();
+            // Checked whether or not completions came: entries that keep
+            // coming must not keep a finished run going.
+            if self.flows.iter().all(OffFlow::done) {
+                return Ok(now);
+            }
             if n > 0 {
                 last = now;
                 continue;
-            }
-            if self.flows.iter().all(OffFlow::done) {
-                return Ok(now);
             }
             if now.duration_since(last) > stall {
                 return Err(self.stall_error(stall));
@@ -807,12 +1023,17 @@ impl OffWorker {
         }
     }
 
-    fn finish(self) -> Result<(Vec<FlowReport>, u64)> {
+    fn finish(mut self, stall: Duration) -> Result<(Vec<FlowReport>, u64)> {
         let msgs = self.flows.iter().map(OffFlow::msgs).sum();
-        let mut out = Vec::new();
-        for f in self.flows {
-            out.push(f.finish(&self.dev)?);
-        }
+        let mut refs: Vec<&mut OffFlow> = self.flows.iter_mut().collect();
+        let counters = finish_flows(&mut refs, &self.cq, stall)?;
+        let out = self
+            .flows
+            .iter()
+            .zip(counters)
+            .map(|(f, c)| f.report(c))
+            .collect();
+        // Dropped in field order: the flows (regions, sockets), then the CQ.
         Ok((out, msgs))
     }
 }
@@ -823,7 +1044,6 @@ impl OffWorker {
 enum Conn {
     Plain(TcpStream),
     Off {
-        dev: Arc<Device>,
         flow: Box<OffFlow>,
         cq: Cq,
         stall: Duration,
@@ -832,8 +1052,8 @@ enum Conn {
 
 impl Conn {
     /// Offload: handles completions, waiting for at least one.
-    fn step(dev: &Device, flow: &mut OffFlow, cq: &Cq, stall: Duration) -> Result<()> {
-        flow.flush(dev)?;
+    fn step(flow: &mut OffFlow, cq: &Cq, stall: Duration) -> Result<()> {
+        flow.flush()?;
         let until = Instant::now() + stall;
         loop {
             let mut n = 0;
@@ -843,14 +1063,14 @@ impl Conn {
                 n += 1;
             }
             if n > 0 {
-                return flow.flush(dev);
+                return flow.flush();
             }
             let now = Instant::now();
             if now >= until {
                 bail!(
                     "no completion for {:.0} s: {}",
                     stall.as_secs_f64(),
-                    flow.describe(dev)
+                    flow.describe()
                 );
             }
             cq.wait(until - now)?;
@@ -860,14 +1080,9 @@ impl Conn {
     fn send(&mut self, data: &[u8]) -> Result<()> {
         match self {
             Conn::Plain(s) => s.write_all(data).context("write"),
-            Conn::Off {
-                dev,
-                flow,
-                cq,
-                stall,
-            } => {
+            Conn::Off { flow, cq, stall } => {
                 while flow.tx.as_ref().context("no send half")?.free.is_empty() {
-                    Self::step(dev, flow, cq, *stall)?;
+                    Self::step(flow, cq, *stall)?;
                 }
                 let tx = flow.tx.as_mut().context("no send half")?;
                 let slot = tx.free.pop().context("no free slot")?;
@@ -884,7 +1099,7 @@ impl Conn {
                     data.len(),
                 );
                 flow.wrs.push(w);
-                flow.flush(dev)
+                flow.flush()
             }
         }
     }
@@ -905,12 +1120,7 @@ impl Conn {
                 }
                 Ok(true)
             }
-            Conn::Off {
-                dev,
-                flow,
-                cq,
-                stall,
-            } => loop {
+            Conn::Off { flow, cq, stall } => loop {
                 let rx = flow.rx.as_mut().context("no receive half")?;
                 let eof = rx.at_eof();
                 let carry = rx.sink.carry.as_mut().context("no carry")?;
@@ -930,37 +1140,83 @@ impl Conn {
                     );
                     return Ok(false);
                 }
-                Self::step(dev, flow, cq, *stall)?;
+                Self::step(flow, cq, *stall)?;
             },
         }
     }
 
-    fn close_write(&mut self) -> Result<()> {
-        let s = match self {
-            Conn::Plain(s) => s,
-            Conn::Off { flow, .. } => &flow.sock,
-        };
-        s.shutdown(Shutdown::Write).context("shutdown")
-    }
-
-    /// Waits for the sends in flight, reports and detaches.
-    fn finish(self, index: u32) -> Result<(Option<Counters>, u64)> {
+    /// Ends the connection's data path once this end is done: a plain end
+    /// shuts its socket down for writing; an offloaded one waits for its
+    /// sends in flight, reads the counters, detaches (see `finish_flows`)
+    /// and then shuts down. The pinging end then waits for the echo's FIN,
+    /// so that both finish cleanly: a plain one reads it (no byte may
+    /// come), an offloaded (detached) one polls for it.
+    fn finish(self, ping: bool) -> Result<(Option<Counters>, u64)> {
         match self {
-            Conn::Plain(_) => Ok((None, 0)),
+            Conn::Plain(mut s) => {
+                s.shutdown(Shutdown::Write).context("shutdown")?;
+                if ping {
+                    let mut b = [0u8; 1];
+                    loop {
+                        match s.read(&mut b) {
+                            Ok(0) => break,
+                            Ok(_) => bail!("data after the last echo"),
+                            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e).context("read of the echo's FIN"),
+                        }
+                    }
+                }
+                Ok((None, 0))
+            }
             Conn::Off {
-                dev,
                 mut flow,
                 cq,
                 stall,
             } => {
                 while flow.tx.as_ref().is_some_and(|t| t.inflight > 0) {
-                    Self::step(&dev, &mut flow, &cq, stall)?;
+                    Self::step(&mut flow, &cq, stall)?;
                 }
                 let copied = flow.rx.as_ref().map_or(0, |r| r.copied_cqes);
-                let r = flow.finish(&dev).with_context(|| format!("flow {index}"))?;
+                let counters = finish_flows(&mut [&mut *flow], &cq, stall)?
+                    .pop()
+                    .context("no counters")?;
+                if ping {
+                    wait_fin(&flow.sock, stall)?;
+                }
+                drop(flow);
                 drop(cq);
-                Ok((r.counters, copied))
+                Ok((Some(counters), copied))
             }
+        }
+    }
+}
+
+/// Waits until the peer's FIN arrived on a detached socket, which cannot be
+/// read: poll() says readable (POLLIN: the FIN, as nothing else may come).
+fn wait_fin(sock: &TcpStream, timeout: Duration) -> Result<()> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let until = Instant::now() + timeout;
+    loop {
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+        let now = Instant::now();
+        ensure!(
+            now < until,
+            "the peer's FIN did not come within {:.0} s",
+            timeout.as_secs_f64()
+        );
+        let ms = (until - now).as_millis().min(1000) as u16;
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).context("poll for the peer's FIN"),
+        }
+        // (revents() is None for bits nix does not know.)
+        let r = fds[0].revents().unwrap_or(PollFlags::POLLIN);
+        ensure!(
+            !r.intersects(PollFlags::POLLERR),
+            "the connection failed while waiting for the peer's FIN ({r:?})"
+        );
+        if r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP) {
+            return Ok(());
         }
     }
 }
@@ -1012,11 +1268,21 @@ pub fn prepare(
                     index: i as u32,
                     sock,
                     buf: {
-                        let mut b = vec![0u8; spec.msg_size as usize];
+                        let n = if matches!(role, Role::Send | Role::Both) {
+                            spec.msg_size as usize
+                        } else {
+                            0
+                        };
+                        let mut b = vec![0u8; n];
                         if !spec.verify {
                             Gen::new(spec.seed.wrapping_add(i as u64)).fill(0, &mut b);
                         }
                         b
+                    },
+                    rbuf: if matches!(role, Role::Recv | Role::Both) {
+                        vec![0u8; (spec.msg_size as usize).max(64 << 10)]
+                    } else {
+                        Vec::new()
                     },
                     pend: 0..0,
                     gen: Gen::new(spec.seed.wrapping_add(i as u64)),
@@ -1024,7 +1290,9 @@ pub fn prepare(
                     tx: StreamSum::new(spec.verify),
                     rx: StreamSum::new(spec.verify),
                     msgs: 0,
-                    done: false,
+                    tx_done: !matches!(role, Role::Send | Role::Both),
+                    rx_done: !matches!(role, Role::Recv | Role::Both),
+                    ev: EpollFlags::empty(),
                 });
             }
             Work::Plain(workers)
@@ -1035,14 +1303,13 @@ pub fn prepare(
                 "--ring must be a power of two of at least 4096"
             );
             let dev = Device::open(opts.nic)?;
-            let send = matches!(role, Role::Send | Role::Ping | Role::Echo);
-            let recv = matches!(role, Role::Recv | Role::Ping | Role::Echo);
+            let send = matches!(role, Role::Send | Role::Ping | Role::Echo | Role::Both);
+            let recv = matches!(role, Role::Recv | Role::Ping | Role::Echo | Role::Both);
             if latency {
                 let cq = dev.cq(cq_entries(opts, spec, 1))?;
                 let sock = socks.into_iter().next().context("no socket")?;
                 let flow = OffFlow::attach(&dev, &cq, opts, spec, 0, sock, send, recv)?;
                 Work::Lat(Conn::Off {
-                    dev,
                     flow: Box::new(flow),
                     cq,
                     stall: opts.stall,
@@ -1063,12 +1330,7 @@ pub fn prepare(
                         by_id.insert(f.id, flows.len());
                         flows.push(f);
                     }
-                    workers.push(OffWorker {
-                        dev: dev.clone(),
-                        flows,
-                        by_id,
-                        cq,
-                    });
+                    workers.push(OffWorker { flows, by_id, cq });
                 }
                 Work::Off(workers)
             }
@@ -1105,7 +1367,7 @@ impl Prepared {
             Work::Off(workers) => {
                 let outs = run_threads(workers, |mut w: OffWorker| {
                     let end = w.run(&spec, t0, opts.stall)?;
-                    let (flows, msgs) = w.finish()?;
+                    let (flows, msgs) = w.finish(opts.stall)?;
                     Ok((flows, msgs, end))
                 })?;
                 merge(outs)
@@ -1120,7 +1382,9 @@ impl Prepared {
         let bytes: u64 = match role {
             Role::Send => flows.iter().map(|f| f.tx_bytes).sum(),
             Role::Recv => flows.iter().map(|f| f.rx_bytes).sum(),
-            Role::Ping | Role::Echo => flows.iter().map(|f| f.tx_bytes + f.rx_bytes).sum(),
+            Role::Ping | Role::Echo | Role::Both => {
+                flows.iter().map(|f| f.tx_bytes + f.rx_bytes).sum()
+            }
         };
         let transactions = latency.as_ref().map_or(0, |l| l.iterations + l.warmup);
         Ok(SideResult {
@@ -1227,7 +1491,6 @@ fn run_latency(
             }
             msgs += 1;
         }
-        conn.close_write()?;
         Some(LatencyReport {
             iterations: spec.iters,
             warmup: spec.warmup,
@@ -1249,15 +1512,10 @@ fn run_latency(
                 .with_context(|| format!("message {msgs}: echo"))?;
             msgs += 1;
         }
-        conn.close_write()?;
         None
     };
     let end = Instant::now();
-    // The pinging end waits for the echo's FIN, so both finish cleanly.
-    if role == Role::Ping {
-        ensure!(!conn.recv(&mut back)?, "data after the last echo");
-    }
-    let (counters, copied) = conn.finish(0)?;
+    let (counters, copied) = conn.finish(role == Role::Ping)?;
     Ok((
         FlowReport {
             index: 0,
@@ -1292,6 +1550,7 @@ mod tests {
             reverse: false,
             iters: 50,
             warmup: 5,
+            bidir: false,
         }
     }
 
@@ -1306,6 +1565,7 @@ mod tests {
             threads: 2,
             nic: 0,
             stall: Duration::from_secs(10),
+            window_clamp: true,
         }
     }
 
@@ -1373,6 +1633,38 @@ mod tests {
         let mut sum = StreamSum::new(true);
         sum.update(&all);
         assert_eq!(sent.flows[1].tx_sha256, sum.hex());
+    }
+
+    /// Both ends send and receive at once over each flow (--bidir).
+    #[test]
+    fn plain_bidir_digests_agree() {
+        let mut sp = spec(Kind::Bandwidth, true);
+        sp.bidir = true;
+        let (c, s) = pairs(3);
+        assert_eq!(role_of(&sp, true), Role::Both);
+        assert_eq!(role_of(&sp, false), Role::Both);
+        let other = std::thread::spawn({
+            let sp = sp.clone();
+            move || {
+                prepare(&opts("server"), &sp, Role::Both, s)
+                    .unwrap()
+                    .run()
+                    .unwrap()
+            }
+        });
+        let here = prepare(&opts("client"), &sp, Role::Both, c)
+            .unwrap()
+            .run()
+            .unwrap();
+        let there = other.join().unwrap();
+        assert_eq!(here.bytes, 2 * 3 * 123_457);
+        assert_eq!(there.bytes, 2 * 3 * 123_457);
+        for f in here.flows.iter().chain(&there.flows) {
+            assert_eq!((f.tx_bytes, f.rx_bytes), (123_457, 123_457));
+        }
+        crate::report::digests_match(&here, &there).unwrap();
+        // Both directions of a flow carry the same seeded stream.
+        assert_eq!(here.flows[2].tx_sha256, here.flows[2].rx_sha256);
     }
 
     #[test]

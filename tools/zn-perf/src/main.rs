@@ -4,7 +4,8 @@
 //! ```text
 //! zn-perf server [-p PORT] [-B ADDR] [--once] [--mode plain|offload] [--rx message|stream] [--json]
 //! zn-perf client HOST [-p PORT] [--mode ...] [--rx ...] [-P FLOWS] [-s SIZE | -a]
-//!                [-t SECS | -n BYTES] [--verify] [-R] [--latency [-i ITERS]] [--json]
+//!                [-t SECS | -n BYTES] [--verify] [-R | --bidir] [--latency [-i ITERS]] [--json]
+//! zn-perf query [--nic N] [--json]
 //! ```
 //!
 //! Each end chooses its own data path (`--mode`, `--rx`), so an offloaded
@@ -72,6 +73,19 @@ enum Cmd {
     Server(ServerArgs),
     /// Connect to a server and run a test.
     Client(ClientArgs),
+    /// Print a NIC's counters (ZERONIC_IOC_QUERY): regions, pinned pages,
+    /// flows in use; for checks that a run gave everything back.
+    Query(QueryArgs),
+}
+
+#[derive(Args, Debug)]
+struct QueryArgs {
+    /// NIC index.
+    #[arg(long, default_value_t = 0)]
+    nic: u32,
+    /// One JSON object instead of name=value words.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of one end's data path.
@@ -102,6 +116,12 @@ struct EndArgs {
     /// Fail when no byte moves for this many seconds.
     #[arg(long, default_value_t = 30.0)]
     stall_timeout: f64,
+    /// Offload receiver: leave the TCP window alone (by default it is
+    /// clamped to a quarter of the posted receive space, at most 4 MiB, so
+    /// that a clean wire finds nothing posted only if the application lags
+    /// by more than the rest).
+    #[arg(long)]
+    no_window_clamp: bool,
     /// Print one JSON document instead of the table.
     #[arg(long)]
     json: bool,
@@ -119,6 +139,7 @@ impl EndArgs {
             threads: self.threads,
             nic: self.nic,
             stall: Duration::from_secs_f64(self.stall_timeout),
+            window_clamp: !self.no_window_clamp,
         }
     }
 }
@@ -174,6 +195,9 @@ struct ClientArgs {
     /// The server sends, the client receives.
     #[arg(short = 'R', long)]
     reverse: bool,
+    /// Both directions at once: every flow carries -n BYTES each way.
+    #[arg(long, conflicts_with_all = ["reverse", "latency", "time"])]
+    bidir: bool,
     /// Ping-pong latency instead of bandwidth (one flow).
     #[arg(long)]
     latency: bool,
@@ -192,6 +216,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Server(a) => server(&a),
         Cmd::Client(a) => client(&a),
+        Cmd::Query(a) => query(&a),
     };
     match r {
         Ok(code) => code,
@@ -210,6 +235,36 @@ fn print_doc(doc: &Document) -> Result<()> {
     Ok(())
 }
 
+fn query(a: &QueryArgs) -> Result<ExitCode> {
+    let q = zn::Device::open(a.nic)?.query()?;
+    if a.json {
+        let v = serde_json::json!({
+            "nic": a.nic,
+            "num_nics": q.num_nics,
+            "mr_capacity": q.mr_capacity,
+            "mr_in_use": q.mr_in_use,
+            "pinned_pages": q.pinned_pages,
+            "held_pages": q.held_pages,
+            "flow_capacity": q.flow_capacity,
+            "flows_in_use": q.flows_in_use,
+            "mr_user_in_use": q.mr_user_in_use,
+            "user_locked_pages": q.user_locked_pages,
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "mr_in_use={} pinned_pages={} held_pages={} flows_in_use={} mr_user_in_use={} user_locked_pages={}",
+            q.mr_in_use,
+            q.pinned_pages,
+            q.held_pages,
+            q.flows_in_use,
+            q.mr_user_in_use,
+            q.user_locked_pages
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn describe(spec: &TestSpec, end: &EndArgs) -> String {
     let what = match spec.kind {
         Kind::Bandwidth => "bandwidth",
@@ -226,9 +281,10 @@ fn describe(spec: &TestSpec, end: &EndArgs) -> String {
         _ => String::new(),
     };
     format!(
-        "# zn-perf {what}: client {mode}, {} flow(s), {amount}{}{}",
+        "# zn-perf {what}: client {mode}, {} flow(s), {amount}{}{}{}",
         spec.flows,
         if spec.reverse { ", reverse" } else { "" },
+        if spec.bidir { ", both ways" } else { "" },
         if spec.verify { ", verify" } else { "" }
     )
 }
@@ -243,6 +299,10 @@ fn client(a: &ClientArgs) -> Result<ExitCode> {
         "--latency runs one flow (-P 1)"
     );
     ensure!(!latency || !a.reverse, "--latency has no direction (-R)");
+    ensure!(
+        !a.bidir || a.bytes.is_some(),
+        "--bidir needs -n BYTES (each end knows where the stream it receives ends)"
+    );
     ensure!(a.iters > 0 || !latency, "--iters must be positive");
     let duration = match (a.time, a.bytes) {
         (Some(t), _) => {
@@ -282,6 +342,7 @@ fn client(a: &ClientArgs) -> Result<ExitCode> {
         reverse: a.reverse,
         iters: a.iters,
         warmup: a.warmup,
+        bidir: a.bidir,
     };
     let addr: SocketAddr = (a.host.as_str(), a.port)
         .to_socket_addrs()
@@ -585,6 +646,10 @@ fn server_test(
         "message size {}",
         spec.msg_size
     );
+    ensure!(
+        !spec.bidir || (spec.bytes.is_some() && spec.kind == Kind::Bandwidth),
+        "a bidirectional test needs a byte count"
+    );
     ctrl.send(&Msg::Ready)?;
     let ports = match ctrl.recv("conns")? {
         Msg::Conns { ports } => ports,
@@ -672,6 +737,7 @@ mod tests {
             threads: 1,
             nic: 0,
             stall_timeout: 10.0,
+            no_window_clamp: false,
             json: true,
         };
         let srv = std::thread::spawn({
@@ -702,6 +768,7 @@ mod tests {
             reverse: true,
             iters: 0,
             warmup: 0,
+            bidir: false,
         };
         let (local, remote) = client_test(&mut ctrl, addr, &spec, &end.side("client")).unwrap();
         ctrl.send(&Msg::Bye).unwrap();

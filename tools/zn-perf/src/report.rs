@@ -46,6 +46,8 @@ pub enum Role {
     Ping,
     /// Latency: sends back what it receives.
     Echo,
+    /// Bidirectional bulk (`--bidir`): sends and receives at once.
+    Both,
 }
 
 impl Role {
@@ -55,6 +57,7 @@ impl Role {
             Role::Recv => "recv",
             Role::Ping => "ping",
             Role::Echo => "echo",
+            Role::Both => "both",
         }
     }
 }
@@ -82,6 +85,10 @@ pub struct TestSpec {
     pub iters: u64,
     /// Latency: round trips before measuring.
     pub warmup: u64,
+    /// Bandwidth: every flow carries `bytes` each way at once (both ends
+    /// send and receive); needs `bytes`.
+    #[serde(default)]
+    pub bidir: bool,
 }
 
 /// An offloaded flow's counters (`ZERONIC_IOC_FLOW_QUERY`) at the end.
@@ -561,6 +568,7 @@ mod tests {
                 reverse: false,
                 iters: 0,
                 warmup: 0,
+                bidir: false,
             }),
         );
         doc.results.push(SizeResult {

@@ -27,6 +27,7 @@ pub const CQE_FLOW: u16 = raw::ZERONIC_CQE_FLOW as u16;
 /// `ZERONIC_CQE_F_*` flags.
 pub const CQE_F_EOF: u32 = raw::ZERONIC_CQE_F_EOF;
 pub const CQE_F_COPIED: u32 = raw::ZERONIC_CQE_F_COPIED;
+pub const CQE_F_DETACHED: u32 = raw::ZERONIC_CQE_F_DETACHED;
 /// `ZERONIC_WR_*` opcodes.
 pub const WR_SEND: u16 = raw::ZERONIC_WR_SEND as u16;
 pub const WR_RECV: u16 = raw::ZERONIC_WR_RECV as u16;
@@ -78,6 +79,11 @@ impl Device {
             bail!("NIC {nic} lacks RX_SPLIT/TX_MERGE (caps {:#x})", q.caps);
         }
         Ok(Arc::new(Self { file, nic }))
+    }
+
+    /// `ZERONIC_IOC_QUERY` of the NIC: capacities and the NIC-wide counters.
+    pub fn query(&self) -> Result<zu::Query> {
+        zu::query(self.fd(), self.nic).with_context(|| format!("QUERY of NIC {}", self.nic))
     }
 
     fn fd(&self) -> BorrowedFd<'_> {
@@ -207,9 +213,12 @@ impl Device {
         Ok(())
     }
 
-    /// `ZERONIC_IOC_POST` of `wrs` (any number, in batches). Fails unless all
-    /// were accepted.
-    pub fn post(&self, flow: u32, wrs: &[Wr]) -> Result<()> {
+    /// `ZERONIC_IOC_POST` of `wrs` (any number, in batches). Returns how
+    /// many were accepted: all, or fewer when the CQ had no free entry for
+    /// the next one (EAGAIN: post the rest once completions were reaped).
+    /// Any other refusal is an error.
+    pub fn post(&self, flow: u32, wrs: &[Wr]) -> Result<usize> {
+        let mut done = 0;
         for batch in wrs.chunks(POST_MAX) {
             let mut p = zu::Post {
                 flow,
@@ -220,6 +229,9 @@ impl Device {
             // SAFETY: a valid, writable `struct zeronic_post` whose `wrs`
             // points at `count` readable work requests.
             let r = unsafe { ioc::post(self.file.as_raw_fd(), &mut p) };
+            if r == Err(Errno::EAGAIN) {
+                return Ok(done + p.posted as usize);
+            }
             if let Err(e) = r {
                 bail!(
                     "POST on flow {flow}: {} of {} accepted, then {e} (first refused: {:?})",
@@ -228,8 +240,9 @@ impl Device {
                     batch.get(p.posted as usize)
                 );
             }
+            done += batch.len();
         }
-        Ok(())
+        Ok(done)
     }
 
     /// `ZERONIC_IOC_STREAM_CONSUME`: ring bytes below `stream_off` are free.
@@ -256,6 +269,45 @@ impl Device {
             .with_context(|| format!("FLOW_QUERY of flow {flow}"))?;
         Ok(q)
     }
+}
+
+fn setsockopt_int(
+    sock: BorrowedFd<'_>,
+    level: i32,
+    name: i32,
+    v: nix::libc::c_int,
+) -> nix::Result<()> {
+    // SAFETY: `v` is a readable c_int of the size passed, for the call only.
+    let r = unsafe {
+        nix::libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&raw const v).cast(),
+            size_of::<nix::libc::c_int>() as nix::libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// Bounds the receive window `sock` advertises to `bytes`: `SO_RCVBUF` of
+/// `bytes / 2` (the kernel doubles it; `SO_RCVBUFFORCE` where allowed, to
+/// pass `net.core.rmem_max`), which also stops receive-buffer autotuning
+/// from raising the clamp again, and `TCP_WINDOW_CLAMP` of `bytes`.
+pub fn clamp_window(sock: BorrowedFd<'_>, bytes: u32) -> Result<()> {
+    use nix::libc::{IPPROTO_TCP, SOL_SOCKET, SO_RCVBUF, SO_RCVBUFFORCE, TCP_WINDOW_CLAMP};
+    let v = nix::libc::c_int::try_from(bytes).unwrap_or(nix::libc::c_int::MAX);
+    match setsockopt_int(sock, SOL_SOCKET, SO_RCVBUFFORCE, v / 2) {
+        Ok(()) => {}
+        Err(Errno::EPERM) => setsockopt_int(sock, SOL_SOCKET, SO_RCVBUF, v / 2)
+            .with_context(|| format!("SO_RCVBUF of {}", v / 2))?,
+        Err(e) => return Err(e).with_context(|| format!("SO_RCVBUFFORCE of {}", v / 2)),
+    }
+    setsockopt_int(sock, IPPROTO_TCP, TCP_WINDOW_CLAMP, v)
+        .with_context(|| format!("TCP_WINDOW_CLAMP of {bytes}"))
 }
 
 /// Name of a `ZERONIC_FLOW_*` state.

@@ -1,0 +1,303 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Acceptance tests of the zero-copy transfers (topology two-port): zn-perf
+# (tools/zn-perf, target/release/zn-perf) between the NIC's two ports, side
+# a (client) and side b (server) in their own network namespaces (see
+# qemu/guest/net-setup). Every case checks the client's JSON document, which
+# holds both ends' results, with python3's json module:
+#
+#  - both ends exit 0, every flow moved exactly the bytes asked in each of
+#    its directions, and the SHA-256 of every stream agrees end to end
+#    (--verify);
+#  - an offloaded receiver accounts for every byte as placed or copied
+#    (placed + copied = received); an offloaded sender's NIC read every byte
+#    (merged + txcopied >= sent);
+#  - on the clean wire the payload was placed, not copied: copied is at most
+#    what arrived before the attach, which zn-perf makes zero (both ends
+#    attach and post before the first payload byte), so copied = 0 and no
+#    completion is flagged COPIED. Under loss the copies are reported;
+#  - no flow ends reset (state attached or eof when its counters are read,
+#    no error event while zn-perf detaches it);
+#  - after each run (both processes gone) the NIC-wide query shows
+#    mr_in_use, pinned_pages and flows_in_use back to their value before it.
+#
+# Cases: both receive modes (message, stream) on a clean wire, at 1% loss
+# and at 5% loss with reordering and duplication (qemu/guest/zn-wire), each
+# transfer both ways at once (--bidir); an offloaded sender to a plain Linux
+# TCP receiver and a plain sender to an offloaded receiver; 64 concurrent
+# offloaded flows; an offloaded and a plain zn-perf pair at the same time
+# over the same ports.
+#
+# Sizes (per direction; the ports run at MTU 65280 during the test, restored
+# after, since at MTU 1500 TCG moves only about 20 MiB/s): the clean-wire
+# cases move 1 GiB each way. The loss cases move ZN_PERF_LOSS1 (default
+# 128M) each way at 1% loss and ZN_PERF_LOSS5 (default 32M) at 5% loss:
+# 1 GiB each way for all six wire/mode combinations does not fit the time
+# this test may take (about 6 minutes of the suite's 15; one clean-wire
+# case alone took 131 s on the 2-CPU test machine with another guest
+# running). The interop cases
+# move 256M, the 64 flows 4M each, the mixed pairs 128M each. ZN_PERF_CLEAN,
+# ZN_PERF_LOSS1, ZN_PERF_LOSS5 override the sizes.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+case "${ZN_TOPOLOGY:-}" in
+two-port) ;;
+*) ktap_print_header; ktap_skip_all "needs topology two-port (ZN_TOPOLOGY=${ZN_TOPOLOGY:-})"; exit "$KSFT_SKIP" ;;
+esac
+
+. "$(dirname "$0")/net_lib.sh"
+
+PERF=${ZN_PERF_BIN:-$ZN_ROOT/target/release/zn-perf}
+WIRE=$ZN_ROOT/qemu/guest/zn-wire
+MTU=65280
+CLEAN=${ZN_PERF_CLEAN:-1G}
+LOSS1=${ZN_PERF_LOSS1:-128M}
+LOSS5=${ZN_PERF_LOSS5:-32M}
+# Seconds either zn-perf may take (its own stall timeout is 30 s).
+TMO=600
+
+zn_load
+zn_net_start 10
+
+if [ ! -x "$PERF" ]; then
+	ktap_exit_fail_msg "no $PERF (cargo build --release --workspace)"
+fi
+
+TMPD=$(mktemp -d)
+ADDR_B=${ZN_ADDR_B%/*}
+MTU_A=$(zn_mtu a)
+MTU_B=$(zn_mtu b)
+cleanup() {
+	"$WIRE" loss=0 reorder=0 dup=0 >/dev/null 2>&1
+	zn_in a ip link set dev "$ZN_IF_A" mtu "$MTU_A" 2>/dev/null
+	zn_in b ip link set dev "$ZN_IF_B" mtu "$MTU_B" 2>/dev/null
+	rm -rf "$TMPD"
+}
+trap cleanup EXIT
+
+cat >"$TMPD/check.py" <<'EOF'
+# check.py DOC.json NAME BYTES FLOWS CLEAN(0|1): the checks of zc_perf.sh
+# on a zn-perf client's JSON document; prints one summary line, and on
+# failure what failed (exit 1).
+import json, sys
+
+path, name, nbytes, nflows, clean = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+bad = []
+try:
+    doc = json.load(open(path))
+except (OSError, ValueError) as e:
+    sys.exit("%s: no JSON document: %s" % (name, e))
+if doc.get("verified") is not True:
+    bad.append("not verified (verified=%r)" % doc.get("verified"))
+res = doc["results"]
+if len(res) != 1:
+    bad.append("%d results" % len(res))
+r = res[0]
+if r.get("verified") is not True:
+    bad.append("result not verified")
+sides = {"a": r["local"], "b": r["remote"]}
+if sides["b"] is None:
+    sys.exit("%s: no result of the server" % name)
+mib = nbytes / 2**20
+parts = []
+for s, side in sides.items():
+    role = side["role"]
+    sends = role in ("send", "both")
+    recvs = role in ("recv", "both")
+    if len(side["flows"]) != nflows:
+        bad.append("side %s: %d flows, not %d" % (s, len(side["flows"]), nflows))
+    tot = {"rx_placed_bytes": 0, "rx_copied_bytes": 0, "tx_merged_bytes": 0, "tx_copied_bytes": 0}
+    for f in side["flows"]:
+        i = f["index"]
+        if sends and f["tx_bytes"] != nbytes:
+            bad.append("side %s flow %d: sent %d bytes, not %d" % (s, i, f["tx_bytes"], nbytes))
+        if recvs and f["rx_bytes"] != nbytes:
+            bad.append("side %s flow %d: received %d bytes, not %d" % (s, i, f["rx_bytes"], nbytes))
+        if side["mode"] != "offload":
+            continue
+        c = f["counters"]
+        if c is None:
+            bad.append("side %s flow %d: offloaded without counters" % (s, i))
+            continue
+        for k in tot:
+            tot[k] += c[k]
+        if c["state"] not in ("attached", "eof"):
+            bad.append("side %s flow %d: state %s" % (s, i, c["state"]))
+        if recvs:
+            if c["rx_placed_bytes"] + c["rx_copied_bytes"] != f["rx_bytes"]:
+                bad.append("side %s flow %d: placed %d + copied %d != received %d" % (
+                    s, i, c["rx_placed_bytes"], c["rx_copied_bytes"], f["rx_bytes"]))
+            if clean and (c["rx_copied_bytes"] != 0 or f["copied_completions"] != 0):
+                bad.append("side %s flow %d: clean wire, but %d bytes copied (%d completions flagged COPIED)" % (
+                    s, i, c["rx_copied_bytes"], f["copied_completions"]))
+        if sends and c["tx_merged_bytes"] + c["tx_copied_bytes"] < f["tx_bytes"]:
+            bad.append("side %s flow %d: merged %d + txcopied %d < sent %d" % (
+                s, i, c["tx_merged_bytes"], c["tx_copied_bytes"], f["tx_bytes"]))
+    cpu = side["cpu"]["seconds_per_gib"]
+    p = "%s %s %s%s %.1f MiB/s CPU %s s/GiB" % (
+        s, role, side["mode"], "/" + side["rx_mode"] if side["rx_mode"] else "",
+        side["bytes"] / 2**20 / max(side["seconds"], 1e-9),
+        "-" if cpu is None else "%.0f" % cpu)
+    if side["mode"] == "offload":
+        p += " placed %d copied %d merged %d txcopied %d" % (
+            tot["rx_placed_bytes"], tot["rx_copied_bytes"], tot["tx_merged_bytes"], tot["tx_copied_bytes"])
+    parts.append(p)
+print("%s: %d x %g MiB: %s" % (name, nflows, mib, "; ".join(parts)))
+if bad:
+    for b in bad[:20]:
+        print(b)
+    if len(bad) > 20:
+        print("... %d more" % (len(bad) - 20))
+    sys.exit(1)
+EOF
+
+# zp_query: NIC 0's "mr_in_use pinned_pages flows_in_use".
+zp_query() {
+	"$PERF" query --json | python3 -c '
+import json, sys
+q = json.load(sys.stdin)
+print(q["mr_in_use"], q["pinned_pages"], q["flows_in_use"])'
+}
+
+# zp_back BEFORE: the query back to BEFORE (zp_query's words), within 5 s.
+zp_back() {
+	local now i
+	for i in $(seq 50); do
+		now=$(zp_query) || return 1
+		[ "$now" = "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "NIC counters (mr_in_use pinned_pages flows_in_use): $1 before the run, $now after"
+	return 1
+}
+
+# zp_pair NAME PORT "SERVER OPTIONS" "CLIENT OPTIONS": one zn-perf test,
+# server on side b, client on side a; the client's JSON document in
+# $TMPD/NAME.json. Fails, with the ends' errors, if either end fails.
+zp_pair() {
+	local name=$1 port=$2 srv=$3 cli=$4 spid rc=0 ZN_PFX
+	zn_pfx b
+	# shellcheck disable=SC2086 # option lists
+	"${ZN_PFX[@]}" timeout "$TMO" "$PERF" server --once --json -p "$port" $srv \
+		>"$TMPD/$name.srv.json" 2>"$TMPD/$name.srv.err" &
+	spid=$!
+	if ! zn_wait_listen b "$port"; then
+		kill "$spid" 2>/dev/null
+		wait "$spid"
+		cat "$TMPD/$name.srv.err"
+		return 1
+	fi
+	# shellcheck disable=SC2086
+	if ! zn_in a timeout "$TMO" "$PERF" client "$ADDR_B" -p "$port" --json $cli \
+		>"$TMPD/$name.json" 2>"$TMPD/$name.err"; then
+		echo "client ($cli) failed:"
+		cat "$TMPD/$name.err"
+		rc=1
+	fi
+	if ! wait "$spid"; then
+		echo "server ($srv) failed:"
+		grep -v 'server listening' "$TMPD/$name.srv.err"
+		rc=1
+	fi
+	return "$rc"
+}
+
+# zp_check NAME BYTES FLOWS CLEAN: check.py on NAME's document; its summary
+# line becomes a KTAP diagnostic.
+zp_check() {
+	local out rc=0
+	out=$(python3 "$TMPD/check.py" "$TMPD/$1.json" "$@") || rc=1
+	zn_diag "$(printf '%s\n' "$out" | head -n 1)"
+	[ "$rc" = 0 ] || printf '%s\n' "$out" | tail -n +2
+	return "$rc"
+}
+
+# zp_case NAME PORT BYTES FLOWS CLEAN "SERVER OPTIONS" "CLIENT OPTIONS":
+# a run, its checks, and the NIC's counters back afterwards.
+zp_case() {
+	local name=$1 port=$2 bytes=$3 flows=$4 clean=$5 srv=$6 cli=$7 before rc=0 t0
+	before=$(zp_query) || return 1
+	t0=$SECONDS
+	zp_pair "$name" "$port" "$srv" "$cli" || rc=1
+	zn_diag "$name: $((SECONDS - t0)) s"
+	[ "$rc" = 0 ] && { zp_check "$name" "$bytes" "$flows" "$clean" || rc=1; }
+	zp_back "$before" || rc=1
+	return "$rc"
+}
+
+bytes_of() { numfmt --from=iec "$1"; }
+
+zp_wire() { "$WIRE" "$@" >/dev/null || echo "zn-wire $* failed"; }
+
+zp_set_mtu() {
+	zn_in a ip link set dev "$ZN_IF_A" mtu "$1" &&
+		zn_in b ip link set dev "$ZN_IF_B" mtu "$1"
+}
+
+# Receivers post 64 MiB per flow (256 segments of 256K, or a 64M ring):
+# zn-perf clamps their TCP window to a quarter of that, at most 4 MiB, so a
+# receiver may lag by 60 MiB before a byte finds nothing posted (and is
+# copied) on a clean wire. With --verify under TCG the ends are CPU-bound
+# and the receiving side of a bidirectional run falls behind.
+MSG="-s 256K"
+RXM="--rx message --rx-depth 256"
+RXS="--rx stream --ring 64M"
+zp_set_mtu "$MTU" || ktap_exit_fail_msg "cannot set MTU $MTU on $ZN_IF_A/$ZN_IF_B"
+zn_diag "MTU $MTU on both ports; clean $CLEAN, 1% loss $LOSS1, 5% loss $LOSS5 each way"
+
+n=0
+for wire in clean 1 5; do
+	case $wire in
+	clean) size=$CLEAN; clean=1 ;;
+	1) size=$LOSS1; clean=0 ;;
+	5) size=$LOSS5; clean=0 ;;
+	esac
+	if [ "$wire" = clean ]; then
+		zp_wire loss=0 reorder=0 dup=0
+		what="clean wire"
+	else
+		zp_wire loss="$wire" reorder=2 dup=1
+		what="$wire% loss, reordering, duplication"
+	fi
+	for rx in message stream; do
+		n=$((n + 1))
+		if [ "$rx" = message ]; then rxo=$RXM; else rxo=$RXS; fi
+		zn_case "$what: $size each way, offloaded both ends, rx $rx, verified, placed not copied$([ "$clean" = 1 ] || echo ' (copies reported)'), NIC counters back" \
+			zp_case "bidir-$wire-$rx" $((5300 + n)) "$(bytes_of "$size")" 1 "$clean" \
+			"--mode offload $rxo" "--mode offload $rxo $MSG -n $size --bidir --verify"
+	done
+done
+zp_wire loss=0 reorder=0 dup=0
+
+zn_case "interop: offloaded sender to a plain Linux TCP receiver, 256M verified, NIC counters back" \
+	zp_case interop-off-plain 5311 "$(bytes_of 256M)" 1 1 "--mode plain" "--mode offload -n 256M --verify"
+zn_case "interop: plain Linux TCP sender to an offloaded receiver, 256M verified, placed not copied, NIC counters back" \
+	zp_case interop-plain-off 5312 "$(bytes_of 256M)" 1 1 "--mode offload $RXM" "--mode plain $MSG -n 256M --verify"
+
+# 64 flows: less memory per flow (64 flows x 2 ends in a guest of 1 GiB):
+# 512K of sends and 2M of receives per flow.
+zn_case "64 concurrent offloaded flows, 4M each verified, placed not copied, NIC counters back" \
+	zp_case p64 5313 "$(bytes_of 4M)" 64 1 "--mode offload --rx-depth 32" \
+	"--mode offload -P 64 --tx-depth 8 -n 4M --verify"
+
+# zp_mixed: an offloaded pair and a plain pair at the same time.
+zp_mixed() {
+	local before rc=0 p1 p2
+	before=$(zp_query) || return 1
+	zp_pair mixed-off 5314 "--mode offload $RXM" "--mode offload $MSG -n 128M --verify" >"$TMPD/mixed-off.out" 2>&1 &
+	p1=$!
+	zp_pair mixed-plain 5315 "--mode plain" "--mode plain -n 128M --verify" >"$TMPD/mixed-plain.out" 2>&1 &
+	p2=$!
+	wait "$p1" || { cat "$TMPD/mixed-off.out"; rc=1; }
+	wait "$p2" || { cat "$TMPD/mixed-plain.out"; rc=1; }
+	if [ "$rc" = 0 ]; then
+		zp_check mixed-off "$(bytes_of 128M)" 1 1 || rc=1
+		zp_check mixed-plain "$(bytes_of 128M)" 1 1 || rc=1
+	fi
+	zp_back "$before" || rc=1
+	return "$rc"
+}
+zn_case "an offloaded and a plain pair at once on the same ports, 128M each verified, NIC counters back" zp_mixed
+
+ktap_finished
