@@ -181,6 +181,8 @@ pub(crate) struct FlowInner {
     pub(crate) ring_copied: bool,
     /// The peer's FIN was consumed.
     pub(crate) eof: bool,
+    /// Stream mode: a `STREAM_DATA` entry flagged EOF was posted.
+    pub(crate) eof_reported: bool,
     /// The EOF or reset event was posted.
     pub(crate) event_posted: bool,
     /// The NIC flow was removed (confirmed): the segments may go back.
@@ -290,6 +292,7 @@ impl Flow {
                     ring_reported: 0,
                     ring_copied: false,
                     eof: false,
+                    eof_reported: false,
                     event_posted: false,
                     nic_removed: false,
                     tx,
@@ -513,7 +516,9 @@ impl Flow {
     /// free (otherwise a later consume, post or ring consumption does).
     pub(crate) fn report_ring(&self, inner: &mut FlowInner) {
         let new = inner.rx_done - inner.ring_reported;
-        if new == 0 && !inner.eof {
+        // After the EOF entry, only new bytes (none can come) are reported:
+        // an application consuming on every entry must not spin.
+        if new == 0 && (!inner.eof || inner.eof_reported) {
             return;
         }
         let mut flags = 0;
@@ -535,6 +540,7 @@ impl Flow {
         if self.complete(&cqe, Credit::Free).is_ok() {
             inner.ring_reported = inner.rx_done;
             inner.ring_copied = false;
+            inner.eof_reported = inner.eof;
         }
     }
 
@@ -576,17 +582,19 @@ impl Flow {
             return;
         }
         let err = sk.err();
+        if err == 0 {
+            // Closed in order (FIN both ways, everything ACKed): not a
+            // failure. The peer's FIN is the EOF `consume` reports; the
+            // flow stays until it is detached or the socket closed.
+            return;
+        }
         let mut inner = self.inner.lock();
         if inner.phase != Phase::Attached {
             return;
         }
         inner.phase = Phase::Reset;
         // CAST: errno values are small positive numbers.
-        let status = if err != 0 {
-            err.unsigned_abs() as u16
-        } else {
-            ECONNRESET.to_errno().unsigned_abs() as u16
-        };
+        let status = err.unsigned_abs() as u16;
         self.post_event(&mut inner, status, 0);
         drop(inner);
         // From softirq: the segments go back once the NIC confirmed.
