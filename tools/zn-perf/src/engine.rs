@@ -31,6 +31,10 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Stream mode: ring bytes given back at least this often while a
+/// large report is worked through.
+const CONSUME_STEP: u64 = 4 << 20;
+
 /// Options of this end (not sent to the peer).
 #[derive(Clone, Debug)]
 pub struct SideOpts {
@@ -737,12 +741,22 @@ impl OffFlow {
                 let end = c.stream_off + u64::from(c.len);
                 while pos < end {
                     let at = pos % size;
-                    let n = (end - pos).min(size - at);
+                    let n = (end - pos).min(size - at).min(CONSUME_STEP);
                     // SAFETY: reported and not consumed: the NIC does not
-                    // write these ring bytes until the next flush consumes.
+                    // write these ring bytes until they are consumed below.
                     let data = unsafe { rx.buf.slice(at as usize, n as usize) };
                     rx.sink.deliver(data);
                     pos += n;
+                    // One entry may report most of the ring (the driver
+                    // coalesces reports): give space back as it is used, so
+                    // that the NIC never finds the ring full while this end
+                    // works through a large report.
+                    if pos < end {
+                        self.dev
+                            .consume(self.id, pos)
+                            .with_context(|| format!("flow {index}"))?;
+                        rx.consumed = rx.consumed.max(pos);
+                    }
                 }
                 rx.received = end;
                 if c.len > 0 {
@@ -751,10 +765,8 @@ impl OffFlow {
                 if c.flags & zn::CQE_F_EOF != 0 {
                     rx.eof_at = Some(end);
                 }
-                // Only new bytes are consumed: the driver answers every
-                // STREAM_CONSUME after the peer's FIN with another empty
-                // STREAM_DATA entry flagged EOF, so consuming on each entry
-                // would go on for ever.
+                // Only new bytes are consumed (an empty entry flagged EOF
+                // has nothing to give back).
                 if end > rx.consumed {
                     self.consume_to = Some(end);
                 }
