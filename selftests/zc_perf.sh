@@ -15,7 +15,10 @@
 #  - on the clean wire the payload was placed, not copied: copied is at most
 #    what arrived before the attach, which zn-perf makes zero (both ends
 #    attach and post before the first payload byte), so copied = 0 and no
-#    completion is flagged COPIED. Under loss the copies are reported;
+#    completion is flagged COPIED. A case whose only finding is the known
+#    defect (at most two whole TCP windows copied per flow; docs/testing.md
+#    "Known issue") is a KTAP skip saying so, never a pass. Under loss the
+#    copies are reported;
 #  - no flow ends reset (state attached or eof when its counters are read,
 #    no error event while zn-perf detaches it);
 #  - after each run (both processes gone) the NIC-wide query shows
@@ -84,6 +87,8 @@ import json, sys
 
 path, name, nbytes, nflows, clean = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 bad = []
+known = []
+KNOWN_WINDOW = 4 << 20
 try:
     doc = json.load(open(path))
 except (OSError, ValueError) as e:
@@ -129,8 +134,16 @@ for s, side in sides.items():
                 bad.append("side %s flow %d: placed %d + copied %d != received %d" % (
                     s, i, c["rx_placed_bytes"], c["rx_copied_bytes"], f["rx_bytes"]))
             if clean and (c["rx_copied_bytes"] != 0 or f["copied_completions"] != 0):
-                bad.append("side %s flow %d: clean wire, but %d bytes copied (%d completions flagged COPIED)" % (
-                    s, i, c["rx_copied_bytes"], f["copied_completions"]))
+                msg = "side %s flow %d: clean wire, but %d bytes copied (%d completions flagged COPIED)" % (
+                    s, i, c["rx_copied_bytes"], f["copied_completions"])
+                # The open defect (docs/testing.md, "Zero-copy tests"): now
+                # and then the NIC hands one whole TCP window (at most 4 MiB
+                # here) to the copying path. More than two windows is a
+                # failure.
+                if c["rx_copied_bytes"] <= 2 * KNOWN_WINDOW:
+                    known.append(msg)
+                else:
+                    bad.append(msg)
         if sends and c["tx_merged_bytes"] + c["tx_copied_bytes"] < f["tx_bytes"]:
             bad.append("side %s flow %d: merged %d + txcopied %d < sent %d" % (
                 s, i, c["tx_merged_bytes"], c["tx_copied_bytes"], f["tx_bytes"]))
@@ -150,6 +163,10 @@ if bad:
     if len(bad) > 20:
         print("... %d more" % (len(bad) - 20))
     sys.exit(1)
+if known:
+    for k in known:
+        print("known issue: " + k)
+    sys.exit(3)
 EOF
 
 # zp_query: NIC 0's "mr_in_use pinned_pages flows_in_use".
@@ -207,9 +224,11 @@ zp_pair() {
 # line becomes a KTAP diagnostic.
 zp_check() {
 	local out rc=0
-	out=$(python3 "$TMPD/check.py" "$TMPD/$1.json" "$@") || rc=1
+	out=$(python3 "$TMPD/check.py" "$TMPD/$1.json" "$@") || rc=$?
 	zn_diag "$(printf '%s\n' "$out" | head -n 1)"
 	[ "$rc" = 0 ] || printf '%s\n' "$out" | tail -n +2
+	# 3: only the known clean-wire copies (see check.py).
+	[ "$rc" = 0 ] || [ "$rc" = 3 ] || rc=1
 	return "$rc"
 }
 
@@ -221,9 +240,29 @@ zp_case() {
 	t0=$SECONDS
 	zp_pair "$name" "$port" "$srv" "$cli" || rc=1
 	zn_diag "$name: $((SECONDS - t0)) s"
-	[ "$rc" = 0 ] && { zp_check "$name" "$bytes" "$flows" "$clean" || rc=1; }
+	[ "$rc" = 0 ] && { zp_check "$name" "$bytes" "$flows" "$clean" || rc=$?; }
 	zp_back "$before" || rc=1
 	return "$rc"
+}
+
+# zp_known_case "description" zp_case ARGS...: a case whose only finding is
+# the known clean-wire copies (zp_check's 3) is a KTAP skip that says so,
+# never a pass; anything else fails as usual.
+zp_known_case() {
+	local desc=$1 out rc=0
+	shift
+	out=$("$@" 2>&1) || rc=$?
+	case $rc in
+	0) ktap_test_pass "$desc" ;;
+	3)
+		printf '%s\n' "$out" | sed 's/^/# /'
+		ktap_test_skip "$desc (known issue: a whole TCP window copied, not placed; issue 9 open)"
+		;;
+	*)
+		[ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/# /'
+		ktap_test_fail "$desc"
+		;;
+	esac
 }
 
 bytes_of() { numfmt --from=iec "$1"; }
@@ -263,7 +302,7 @@ for wire in clean 1 5; do
 	for rx in message stream; do
 		n=$((n + 1))
 		if [ "$rx" = message ]; then rxo=$RXM; else rxo=$RXS; fi
-		zn_case "$what: $size each way, offloaded both ends, rx $rx, verified, placed not copied$([ "$clean" = 1 ] || echo ' (copies reported)'), NIC counters back" \
+		zp_known_case "$what: $size each way, offloaded both ends, rx $rx, verified, placed not copied$([ "$clean" = 1 ] || echo ' (copies reported)'), NIC counters back" \
 			zp_case "bidir-$wire-$rx" $((5300 + n)) "$(bytes_of "$size")" 1 "$clean" \
 			"--mode offload $rxo" "--mode offload $rxo $MSG -n $size --bidir --verify"
 	done
@@ -272,18 +311,18 @@ zp_wire loss=0 reorder=0 dup=0
 
 zn_case "interop: offloaded sender to a plain Linux TCP receiver, 256M verified, NIC counters back" \
 	zp_case interop-off-plain 5311 "$(bytes_of 256M)" 1 1 "--mode plain" "--mode offload -n 256M --verify"
-zn_case "interop: plain Linux TCP sender to an offloaded receiver, 256M verified, placed not copied, NIC counters back" \
+zp_known_case "interop: plain Linux TCP sender to an offloaded receiver, 256M verified, placed not copied, NIC counters back" \
 	zp_case interop-plain-off 5312 "$(bytes_of 256M)" 1 1 "--mode offload $RXM" "--mode plain $MSG -n 256M --verify"
 
 # 64 flows: less memory per flow (64 flows x 2 ends in a guest of 1 GiB):
 # 512K of sends and 2M of receives per flow.
-zn_case "64 concurrent offloaded flows, 4M each verified, placed not copied, NIC counters back" \
+zp_known_case "64 concurrent offloaded flows, 4M each verified, placed not copied, NIC counters back" \
 	zp_case p64 5313 "$(bytes_of 4M)" 64 1 "--mode offload --rx-depth 32" \
 	"--mode offload -P 64 --tx-depth 8 -n 4M --verify"
 
 # zp_mixed: an offloaded pair and a plain pair at the same time.
 zp_mixed() {
-	local before rc=0 p1 p2
+	local before rc=0 r p1 p2
 	before=$(zp_query) || return 1
 	zp_pair mixed-off 5314 "--mode offload $RXM" "--mode offload $MSG -n 128M --verify" >"$TMPD/mixed-off.out" 2>&1 &
 	p1=$!
@@ -292,12 +331,12 @@ zp_mixed() {
 	wait "$p1" || { cat "$TMPD/mixed-off.out"; rc=1; }
 	wait "$p2" || { cat "$TMPD/mixed-plain.out"; rc=1; }
 	if [ "$rc" = 0 ]; then
-		zp_check mixed-off "$(bytes_of 128M)" 1 1 || rc=1
-		zp_check mixed-plain "$(bytes_of 128M)" 1 1 || rc=1
+		zp_check mixed-off "$(bytes_of 128M)" 1 1 || rc=$?
+		zp_check mixed-plain "$(bytes_of 128M)" 1 1 || { r=$?; [ "$rc" != 0 ] && [ "$rc" != 3 ] || rc=$r; }
 	fi
 	zp_back "$before" || rc=1
 	return "$rc"
 }
-zn_case "an offloaded and a plain pair at once on the same ports, 128M each verified, NIC counters back" zp_mixed
+zp_known_case "an offloaded and a plain pair at once on the same ports, 128M each verified, NIC counters back" zp_mixed
 
 ktap_finished

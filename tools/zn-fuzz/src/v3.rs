@@ -462,6 +462,14 @@ impl Fuzzer<'_> {
         } else {
             self.rng.next_u64()
         };
+        // Message mode takes no ring (any ring field is EINVAL): mostly
+        // leave them zero, so that attaches can succeed.
+        let (ring_key, key_what, ring_offset, ring_size) =
+            if rx_mode == RX_MESSAGE && self.rng.chance(9, 10) {
+                (0, "no ring", 0, 0)
+            } else {
+                (ring_key, key_what, ring_offset, ring_size)
+            };
         let (reserved0, reserved1) = (self.reserved(), self.reserved());
         let req = FlowAttach {
             sockfd,
