@@ -14,12 +14,19 @@ zn_net_start 8
 # Debian 12's ethtool 6.1 predates: tcp-data-split, hds-thresh,
 # rx-cqe-frames, qstats) answers every request, in side a's netns: loading
 # a spec costs some 20 s under TCG.
-coproc YNL { zn_in a python3 "$(dirname "$0")/zn_ynl.py"; }
+# Through two FIFOs opened by this shell, not a coprocess: bash does not
+# hand a coprocess's descriptors to the subshells the cases run in.
+ynl_dir=$(mktemp -d)
+mkfifo "$ynl_dir/req" "$ynl_dir/rep"
+zn_in a python3 "$(dirname "$0")/zn_ynl.py" <"$ynl_dir/req" >"$ynl_dir/rep" &
+ynl_pid=$!
+exec {YNL_REQ}>"$ynl_dir/req" {YNL_REP}<"$ynl_dir/rep"
+trap 'exec {YNL_REQ}>&-; kill $ynl_pid 2>/dev/null; rm -rf "$ynl_dir"' EXIT
 # ynl FAMILY do|dump OP JSON: prints the reply; fails on a netlink error.
 ynl() {
 	local reply
-	echo "$*" >&"${YNL[1]}"
-	read -r -t 180 reply <&"${YNL[0]}" || { echo "zn_ynl.py did not answer: $*"; return 1; }
+	echo "$*" >&"$YNL_REQ"
+	read -r -t 180 reply <&"$YNL_REP" || { echo "zn_ynl.py did not answer: $*"; return 1; }
 	echo "$reply"
 	case "$reply" in '{"error": '*) return 1 ;; esac
 }
