@@ -588,7 +588,6 @@ fn run(args: Args) -> Result<bool> {
         .iter()
         .all(|&c| succeeded(c) > 0 && failed(c) > 0)
         && Call::ALL.iter().all(|&c| failed(c) > 0)
-        && (args.tcp.is_none() || succeeded(Call::FlowAttach) > 0)
         && s.fds_received.load(Relaxed) > 0
         && s.children_killed.load(Relaxed) > 0;
     let per_call: Vec<String> = Call::ALL
@@ -611,6 +610,14 @@ fn run(args: Args) -> Result<bool> {
             s.fds_received.load(Relaxed),
             s.children_killed.load(Relaxed)
         ),
+    );
+    // Reported on its own: the random attaches rarely meet every condition
+    // at once (uapi_fuzz.sh reports a miss as a skip, not a pass).
+    let attached = succeeded(Call::FlowAttach);
+    check(
+        "coverage-attach",
+        args.tcp.is_none() || attached > 0,
+        &format!("FLOW_ATTACH succeeded {attached} times"),
     );
     let rebinds = s.rebinds.load(Relaxed);
     let mtus = s.mtu_changes.load(Relaxed);
