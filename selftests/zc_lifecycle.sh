@@ -45,24 +45,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Long-term pins the whole kernel holds (acquired - released), once two
-# readings 1.2 s apart agree (per-CPU deltas folded).
-pins() {
-	[ ! -w /proc/sys/vm/stat_refresh ] || echo 1 >/proc/sys/vm/stat_refresh 2>/dev/null
-	awk '$1 == "nr_foll_pin_acquired" { a = $2 } $1 == "nr_foll_pin_released" { r = $2 }
-		END { print a - r }' /proc/vmstat
-}
-pins_at_rest() {
-	local i a b
-	b=$(pins)
-	for i in $(seq 10); do
-		a=$b
-		sleep 1.2
-		b=$(pins)
-		[ "$a" != "$b" ] || break
-	done
-	echo "$b"
-}
+# pins_outstanding, pins_at_rest: the kernel's long-term pins.
+. "$(dirname "$0")/pins_lib.sh"
 
 # The NIC-wide counters that must return to their baseline.
 nic_counters() {
