@@ -54,3 +54,7 @@ holder_stop() {
 	done
 	holder_kill
 }
+
+# counter NAME: NIC 0's counter NAME (mr_in_use, pinned_pages, held_pages,
+# flows_in_use) from the query ioctl.
+counter() { "$HOLDER" query | sed -n "s/.*\\<$1=\\([0-9]*\\).*/\\1/p"; }

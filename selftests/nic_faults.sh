@@ -106,9 +106,6 @@ reg_expect() {
 		{ echo "took $took s, want $min..$max s"; return 1; }
 }
 
-# counter NAME: NIC 0's counter NAME (mr_in_use, pinned_pages, held_pages,
-# flows_in_use) from the query ioctl.
-counter() { "$HOLDER" query | sed -n "s/.*\\<$1=\\([0-9]*\\).*/\\1/p"; }
 
 # counters_are NAME=V...: each named counter has its value.
 counters_are() {

@@ -45,7 +45,6 @@ trap 'holder_kill; timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1' EXIT
 bound() { [ -e "$DRV/$bdf" ]; }
 now() { date +%s.%N; }
 secs_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-counter() { "$HOLDER" query | sed -n "s/.*\\<$1=\\([0-9]*\\).*/\\1/p"; }
 dma_errors() { cat "$DMA_API/error_count"; }
 
 setup() {
