@@ -487,7 +487,6 @@ impl Control {
     ///
     /// Flows attached before it was turned off are left alone; an attach
     /// that passed this check before is one of them.
-    #[allow(dead_code, reason = "for ZERONIC_IOC_FLOW_ATTACH (flows, issue 9)")]
     pub(crate) fn flow_attach_allowed(&self, port: u32) -> Result {
         if port >= self.identity.ports {
             return Err(ENODEV);
