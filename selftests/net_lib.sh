@@ -180,3 +180,24 @@ zn_xfer_catches_corruption() {
 zn_tcp_retrans() {
 	zn_in "$1" awk '$1 == "Tcp:" { if (!n) { for (i = 2; i <= NF; i++) if ($i == "RetransSegs") c = i; n = 1 } else print $c }' /proc/net/snmp
 }
+
+# zn_now: the time in seconds, with nanoseconds; zn_secs_since T0: seconds
+# elapsed since zn_now printed T0, 1 decimal.
+zn_now() { date +%s.%N; }
+zn_secs_since() { awk -v a="$1" -v b="$(zn_now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# zn_bind BDF: binds the zeronic driver to PCI function BDF and checks that
+# it is bound and logged the NIC's identity line, then sets the ports up
+# again (zn_net_setup, in this shell: it exports the ZN_* variables).
+zn_bind() {
+	local bdf=$1 drv=/sys/bus/pci/drivers/zeronic m
+	m=$(zn_log_mark)
+	zn_sysfs_write 60 "$bdf" "$drv/bind" || return 1
+	[ -e "$drv/$bdf" ] || { echo "$bdf not bound after bind"; return 1; }
+	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 2\.[0-9]*: 2 port(s)" ||
+		{ echo "no identity line after bind:"; zn_log_since "$m" | tail -n 20; return 1; }
+	# shellcheck source=qemu/guest/net-setup
+	. "$ZN_ROOT/qemu/guest/net-setup"
+	zn_net_setup
+	zn_net_ready || { echo "zn_net_setup: ZN_IF_A='$ZN_IF_A' ZN_IF_B='$ZN_IF_B'"; return 1; }
+}

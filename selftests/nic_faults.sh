@@ -42,9 +42,6 @@ mark=$(zn_log_mark)
 trap 'holder_kill; timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1' EXIT
 
 bound() { [ -e "$DRV/$bdf" ]; }
-now() { date +%s.%N; }
-# secs_since T0: elapsed seconds, 1 decimal.
-secs_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # wire CMD...: the model's reply, failing on an error or no reply.
 wire() {
@@ -97,9 +94,9 @@ pings_fail() {
 # within MIN..MAX seconds.
 reg_expect() {
 	local want=$1 min=$2 max=$3 t0 out took
-	t0=$(now)
+	t0=$(zn_now)
 	out=$(timeout $((max + 30)) "$HOLDER" reg 1 2>&1)
-	took=$(secs_since "$t0")
+	took=$(zn_secs_since "$t0")
 	zn_diag "mr_holder reg 1: '$out' after ${took} s (want 'reg $want' in $min..$max s)"
 	[ "$out" = "reg $want" ] || { echo "mr_holder reg 1: '$out', want 'reg $want'"; return 1; }
 	awk -v t="$took" -v a="$min" -v b="$max" 'BEGIN { exit !(t >= a && t <= b) }' ||
@@ -124,18 +121,9 @@ fatal_lines() { zn_log_since "$1" | grep -cE "$FATAL_RE"; }
 # rebind: unbind and bind the PCI function; the identity line appears again
 # and the new net_devices are set up as before (zn_net_setup, this shell).
 rebind() {
-	local m
-	m=$(zn_log_mark)
 	zn_sysfs_write 60 "$bdf" "$DRV/unbind" || return 1
 	! bound || { echo "$bdf still bound after unbind"; return 1; }
-	zn_sysfs_write 60 "$bdf" "$DRV/bind" || return 1
-	bound || { echo "$bdf not bound after bind"; return 1; }
-	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 2\.[0-9]*: 2 port(s)" ||
-		{ echo "no identity line after bind:"; zn_log_since "$m" | tail -n 20; return 1; }
-	# shellcheck source=qemu/guest/net-setup
-	. "$ZN_ROOT/qemu/guest/net-setup"
-	zn_net_setup
-	zn_net_ready || { echo "zn_net_setup: ZN_IF_A='$ZN_IF_A' ZN_IF_B='$ZN_IF_B'"; return 1; }
+	zn_bind "$bdf"
 }
 
 # recovered: carrier, pings both ways and a registration after a rebind.

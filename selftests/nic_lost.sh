@@ -43,8 +43,6 @@ mark=$(zn_log_mark)
 trap 'holder_kill; timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1' EXIT
 
 bound() { [ -e "$DRV/$bdf" ]; }
-now() { date +%s.%N; }
-secs_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 dma_errors() { cat "$DMA_API/error_count"; }
 
 setup() {
@@ -72,9 +70,9 @@ lost_unbind() {
 	m=$(zn_log_mark)
 	e0=$(dma_errors)
 	echo zeronic-lost-test >"$DMA_API/driver_filter" || return 1
-	t0=$(now)
+	t0=$(zn_now)
 	zn_sysfs_write 120 "$bdf" "$DRV/unbind" || return 1
-	zn_diag "unbind of the frozen NIC took $(secs_since "$t0") s"
+	zn_diag "unbind of the frozen NIC took $(zn_secs_since "$t0") s"
 	e1=$(dma_errors)
 	echo >"$DMA_API/driver_filter"
 	! bound || { echo "$bdf still bound after unbind"; return 1; }
@@ -92,18 +90,10 @@ lost_unbind() {
 zn_case_here "unbind of the frozen NIC completes, logs that it did not reset and leaks, once" lost_unbind
 
 rebound() {
-	local out m
+	local out
 	out=$(timeout 20 "$ZN_WIRE" fault thaw 2>&1) || { echo "$out"; return 1; }
 	grep -q 'frozen=0' <<<"$out" || { echo "model: $out"; return 1; }
-	m=$(zn_log_mark)
-	zn_sysfs_write 60 "$bdf" "$DRV/bind" || return 1
-	bound || { echo "$bdf not bound after bind"; return 1; }
-	zn_log_since "$m" | grep -q "zeronic $bdf: ZeroNIC 2\.[0-9]*: 2 port(s)" ||
-		{ echo "no identity line after bind:"; zn_log_since "$m" | tail -n 20; return 1; }
-	# shellcheck source=qemu/guest/net-setup
-	. "$ZN_ROOT/qemu/guest/net-setup"
-	zn_net_setup
-	zn_net_ready || { echo "zn_net_setup: ZN_IF_A='$ZN_IF_A' ZN_IF_B='$ZN_IF_B'"; return 1; }
+	zn_bind "$bdf"
 }
 zn_case_here "fault thaw + bind: the identity line again, zn_net_setup" rebound
 

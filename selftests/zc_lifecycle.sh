@@ -207,11 +207,7 @@ unbind_mid() {
 zn_case_here "unbind mid-transfer completes; both ends fail within 30 s" unbind_mid
 rebound() {
 	local p
-	zn_sysfs_write 60 "$bdf" "$DRV/bind" || return 1
-	# shellcheck source=qemu/guest/net-setup
-	. "$ZN_ROOT/qemu/guest/net-setup"
-	zn_net_setup >/dev/null 2>&1
-	zn_net_ready || { echo "the ports are not set up again after bind"; return 1; }
+	zn_bind "$bdf" || return 1
 	back_to_baseline || return 1
 	p=$(pins_at_rest)
 	[ "$p" = "$base_pins" ] || { echo "long-term pins: $p, want $base_pins"; return 1; }
