@@ -15,9 +15,14 @@ export KSRC
 export PATH := $(HOME)/.cargo/bin:$(ZN_CACHE)/venv/bin:$(PATH)
 
 KDIR = $(shell scripts/kdir)
+# The release (benchmark) kernel and the module built for it, from the same
+# source into its own output directory; only `make bench` builds them.
+KDIR_RELEASE = $(shell ZN_KERNEL_VARIANT=release scripts/kdir)
+MODULE_RELEASE_OUT = $(CURDIR)/out/release/module
 
 .PHONY: all setup packages kernel module userspace selftests-build \
-	check demo bench-model bench-net clean help
+	check demo bench-model bench-net kernel-release module-release \
+	clean help
 
 all: setup
 
@@ -38,6 +43,15 @@ module: kernel
 
 userspace: packages
 	cargo build --workspace --release --all-targets
+
+# The benchmark kernel: the same source and patches without the debug
+# options (qemu/kernel-release.config), cached under its own key.
+kernel-release: packages
+	@nice -n 19 scripts/build-kernel --release
+
+module-release: kernel-release
+	mkdir -p "$(MODULE_RELEASE_OUT)"
+	$(MAKE) -C "$(KDIR_RELEASE)" M="$(CURDIR)" MO="$(MODULE_RELEASE_OUT)" modules
 
 # kselftest-style C programs, built against the kernel tree's selftest harness.
 selftests-build: kernel

@@ -39,21 +39,56 @@ zn_kernel_key() {
 	} | sha256sum | cut -c1-16
 }
 
+# The release (benchmark) kernel: the same source and patches, configured
+# with qemu/kernel-release.config merged after kernel.config. Its key is the
+# debug key's inputs plus that fragment; its trees live in a directory of
+# their own, so they never count against (or evict) the debug builds.
+# ZN_KERNEL_VARIANT=release makes zn_kdir (and so scripts/kdir, qemu/run)
+# use it; anything else, or unset, means the debug kernel make check uses.
+zn_kernel_key_release() {
+	local srcver=$1
+	{
+		zn_kernel_key "$srcver"
+		cat "$ZN_ROOT"/qemu/kernel-release.config
+	} | sha256sum | cut -c1-16
+}
+
+# The cache directory of the selected variant's builds.
+zn_kernel_cache() {
+	if [ "${ZN_KERNEL_VARIANT:-debug}" = release ]; then
+		printf '%s\n' "$ZN_CACHE/kernel-release"
+	else
+		printf '%s\n' "$ZN_CACHE/kernel"
+	fi
+}
+
 # Where the kernel tree used for module builds lives. KSRC (a user's own 7.3
-# tree, already configured and built) wins over the cache. Otherwise it is the
+# tree, already configured and built) wins over the cache (for the release
+# variant, KSRC_RELEASE wins over KSRC). Otherwise it is the
 # cached build whose key matches this checkout's patches and config, so two
 # checkouts with different patch series (worktrees) never use each other's
 # kernel; `current` only records the most recent build.
 zn_kdir() {
+	if [ "${ZN_KERNEL_VARIANT:-debug}" = release ] && [ -n "${KSRC_RELEASE:-}" ]; then
+		printf '%s\n' "$KSRC_RELEASE"
+		return
+	fi
 	if [ -n "${KSRC:-}" ]; then
 		printf '%s\n' "$KSRC"
 		return
 	fi
-	local srcver key
+	local srcver key cache
 	[ -f "$ZN_CACHE/kernel/srcver" ] || die "no kernel built yet; run 'make setup'"
 	srcver=$(cat "$ZN_CACHE/kernel/srcver")
-	key=$(zn_kernel_key "$srcver")
-	[ -f "$ZN_CACHE/kernel/$key/built" ] ||
-		die "no kernel built for this checkout's patches (cache key $key); run 'make setup'"
-	printf '%s\n' "$ZN_CACHE/kernel/$key/linux"
+	cache=$(zn_kernel_cache)
+	if [ "${ZN_KERNEL_VARIANT:-debug}" = release ]; then
+		key=$(zn_kernel_key_release "$srcver")
+		[ -f "$cache/$key/built" ] ||
+			die "no release kernel built for this checkout (cache key $key); run 'scripts/build-kernel --release' (make bench does)"
+	else
+		key=$(zn_kernel_key "$srcver")
+		[ -f "$cache/$key/built" ] ||
+			die "no kernel built for this checkout's patches (cache key $key); run 'make setup'"
+	fi
+	printf '%s\n' "$cache/$key/linux"
 }
