@@ -18,16 +18,24 @@
 use crate::cpu::Sample;
 use crate::report::{
     Counters, FlowReport, Kind, LatencyReport, Mode, Percentiles, Role, RxKind, SideResult,
-    TestSpec,
+    TestSpec, ZcCounters,
 };
 use crate::stream::{Gen, StreamSum};
 use crate::zn::{self, Buffer, Cq, Cqe, Device, Region, Wr};
 use anyhow::{bail, ensure, Context, Result};
+use nix::errno::Errno;
+use nix::libc;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::socket::{
+    getsockopt, recvmsg, send, setsockopt, sockopt, ControlMessageOwned, MsgFlags,
+};
 use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
+use std::io::IoSliceMut;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsFd;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,6 +66,12 @@ pub struct SideOpts {
     /// that on a clean wire a byte finds nothing posted (and is copied) only
     /// if the application lags by more than the rest.
     pub window_clamp: bool,
+    /// Plain sender: send with `MSG_ZEROCOPY` (`SO_ZEROCOPY` set on the
+    /// socket, completions reaped from its error queue).
+    pub zerocopy: bool,
+    /// TCP congestion control for the data sockets (`TCP_CONGESTION`),
+    /// None: the system default.
+    pub congestion: Option<String>,
 }
 
 /// Bytes a flow keeps in flight by default.
@@ -83,6 +97,114 @@ pub fn role_of(spec: &TestSpec, client: bool) -> Role {
 
 // ---------------------------------------------------------------- plain
 
+// Linux uapi values libc does not carry (asm-generic/socket.h,
+// linux/errqueue.h).
+const SO_ZEROCOPY: libc::c_int = 60;
+const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
+const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+
+/// Turns `SO_ZEROCOPY` on, so that sends may pass `MSG_ZEROCOPY`.
+fn set_so_zerocopy(sock: &TcpStream) -> Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket descriptor and a c_int option value of the
+    // size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_ZEROCOPY,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error())
+            .context("setsockopt SO_ZEROCOPY (needs Linux 4.14+)");
+    }
+    Ok(())
+}
+
+/// Sets the data socket's congestion control (`TCP_CONGESTION`).
+fn set_congestion(sock: &TcpStream, algo: &str) -> Result<()> {
+    setsockopt(sock, sockopt::TcpCongestion, &OsString::from(algo)).with_context(|| {
+        format!(
+            "setsockopt TCP_CONGESTION {algo:?} (is tcp_{algo} built in or loaded? \
+             see /proc/sys/net/ipv4/tcp_available_congestion_control)"
+        )
+    })
+}
+
+/// The congestion control a socket uses.
+fn congestion_of(sock: &TcpStream) -> Option<String> {
+    getsockopt(sock, sockopt::TcpCongestion)
+        .ok()
+        .map(|s| s.to_string_lossy().trim_end_matches('\0').to_string())
+}
+
+/// A plain sender's `MSG_ZEROCOPY` state.
+#[derive(Default)]
+struct Zc {
+    counters: ZcCounters,
+    /// Waiting for completions before going on (the optmem limit was hit,
+    /// a `--verify` refill, or the end of the stream): no EPOLLOUT wanted,
+    /// the error queue's EPOLLERR wakes the flow.
+    waiting: bool,
+}
+
+impl Zc {
+    fn all_done(&self) -> bool {
+        self.counters.completed == self.counters.sends
+    }
+
+    /// Reaps the completion notifications queued on the socket's error
+    /// queue; whether there were any.
+    fn reap(&mut self, sock: &TcpStream, index: u32) -> Result<bool> {
+        let mut any = false;
+        loop {
+            let mut cmsg = nix::cmsg_space!(libc::sock_extended_err, libc::sockaddr_in6);
+            let mut iov: [IoSliceMut; 0] = [];
+            let r = recvmsg::<()>(
+                sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
+            );
+            let msg = match r {
+                Ok(m) => m,
+                Err(Errno::EAGAIN) => return Ok(any),
+                Err(Errno::EINTR) => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| format!("flow {index}: recvmsg MSG_ERRQUEUE"))
+                }
+            };
+            for c in msg
+                .cmsgs()
+                .with_context(|| format!("flow {index}: error queue control message"))?
+            {
+                let e = match c {
+                    ControlMessageOwned::Ipv4RecvErr(e, _) => e,
+                    ControlMessageOwned::Ipv6RecvErr(e, _) => e,
+                    _ => continue,
+                };
+                if e.ee_origin != SO_EE_ORIGIN_ZEROCOPY {
+                    bail!(
+                        "flow {index}: error queue: errno {} origin {}",
+                        e.ee_errno,
+                        e.ee_origin
+                    );
+                }
+                // ee_info..=ee_data: the range of send ids completed.
+                let n = u64::from(e.ee_data.wrapping_sub(e.ee_info)) + 1;
+                self.counters.completed += n;
+                if e.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0 {
+                    self.counters.copied += n;
+                }
+                any = true;
+            }
+        }
+    }
+}
+
 /// A plain flow of a bulk test.
 struct PlainFlow {
     index: u32,
@@ -105,6 +227,11 @@ struct PlainFlow {
     rx_done: bool,
     /// The epoll events the socket is registered for.
     ev: EpollFlags,
+    /// Sender with `--zerocopy`.
+    zc: Option<Zc>,
+    /// Sender: the stream is written and the socket shut down for writing
+    /// (with `--zerocopy`, `tx_done` waits for the last completion too).
+    shut: bool,
 }
 
 impl PlainFlow {
@@ -115,8 +242,13 @@ impl PlainFlow {
     /// The epoll events the unfinished halves wait for.
     fn want(&self) -> EpollFlags {
         let mut e = EpollFlags::empty();
-        if !self.tx_done {
+        if !self.tx_done && !self.zc.as_ref().is_some_and(|z| z.waiting) {
             e |= EpollFlags::EPOLLOUT;
+        }
+        if !self.tx_done && self.zc.is_some() {
+            // Completions on the error queue raise EPOLLERR, which epoll
+            // reports whatever is asked; the flow must be registered.
+            e |= EpollFlags::EPOLLERR;
         }
         if !self.rx_done {
             e |= EpollFlags::EPOLLIN;
@@ -133,14 +265,32 @@ impl PlainFlow {
             rx_sha256: self.rx.hex(),
             counters: None,
             copied_completions: 0,
+            zerocopy: self.zc.as_ref().map(|z| z.counters.clone()),
         }
     }
 
     /// Sender: writes until the socket is full or the stream ends.
     fn send_some(&mut self, spec: &TestSpec, deadline: Option<Instant>) -> Result<bool> {
         let mut progressed = false;
+        if let Some(z) = &mut self.zc {
+            progressed |= z.reap(&self.sock, self.index)?;
+            z.waiting = false;
+            if self.shut {
+                // Written and shut down: done once every send completed.
+                self.tx_done = z.all_done();
+                z.waiting = !self.tx_done;
+                return Ok(progressed);
+            }
+        }
         loop {
             if self.pend.is_empty() {
+                if spec.verify && self.zc.as_ref().is_some_and(|z| !z.all_done()) {
+                    // The kernel may still read the buffer being refilled.
+                    if let Some(z) = &mut self.zc {
+                        z.waiting = true;
+                    }
+                    return Ok(progressed);
+                }
                 let left = match spec.bytes {
                     Some(b) => b - self.scheduled,
                     None if deadline.is_some_and(|d| Instant::now() < d) => spec.msg_size,
@@ -150,7 +300,11 @@ impl PlainFlow {
                     self.sock
                         .shutdown(Shutdown::Write)
                         .with_context(|| format!("flow {}: shutdown", self.index))?;
-                    self.tx_done = true;
+                    self.shut = true;
+                    self.tx_done = self.zc.as_ref().is_none_or(Zc::all_done);
+                    if let Some(z) = &mut self.zc {
+                        z.waiting = !self.tx_done;
+                    }
                     return Ok(true);
                 }
                 let n = left.min(spec.msg_size) as usize;
@@ -163,7 +317,29 @@ impl PlainFlow {
                 self.scheduled += n as u64;
                 self.pend = 0..n;
             }
-            match self.sock.write(&self.buf[self.pend.clone()]) {
+            let r = match &mut self.zc {
+                None => self.sock.write(&self.buf[self.pend.clone()]),
+                Some(z) => match send(
+                    self.sock.as_raw_fd(),
+                    &self.buf[self.pend.clone()],
+                    MsgFlags::from_bits_retain(libc::MSG_ZEROCOPY) | MsgFlags::MSG_DONTWAIT,
+                ) {
+                    Ok(k) => {
+                        z.counters.sends += 1;
+                        Ok(k)
+                    }
+                    // Past the optmem limit (net.core.optmem_max): wait for
+                    // completions to free it.
+                    Err(Errno::ENOBUFS) => {
+                        if !z.reap(&self.sock, self.index)? {
+                            z.waiting = true;
+                        }
+                        Err(std::io::Error::from(ErrorKind::WouldBlock))
+                    }
+                    Err(e) => Err(std::io::Error::from(e)),
+                },
+            };
+            match r {
                 Ok(0) => bail!("flow {}: write returned 0", self.index),
                 Ok(k) => {
                     self.pend.start += k;
@@ -876,6 +1052,7 @@ impl OffFlow {
             rx_sha256,
             counters: Some(counters),
             copied_completions: copied,
+            zerocopy: None,
         }
     }
 
@@ -1247,6 +1424,7 @@ pub struct Prepared {
     spec: TestSpec,
     role: Role,
     work: Work,
+    congestion: Option<String>,
 }
 
 /// Sets up this end's flows over the connected sockets (flow i is
@@ -1264,6 +1442,22 @@ pub fn prepare(
         ensure!(socks.len() == 1, "latency runs over one connection");
         for s in &socks {
             s.set_nodelay(true).context("TCP_NODELAY")?;
+        }
+    }
+    if let Some(algo) = &opts.congestion {
+        for s in &socks {
+            set_congestion(s, algo)?;
+        }
+    }
+    let congestion = congestion_of(&socks[0]);
+    if opts.zerocopy {
+        ensure!(
+            opts.mode == Mode::Plain,
+            "--zerocopy is for the plain path (an offloaded sender never copies)"
+        );
+        ensure!(!latency, "--zerocopy is for bandwidth tests");
+        for s in &socks {
+            set_so_zerocopy(s)?;
         }
     }
     let threads = (opts.threads.max(1) as usize).min(socks.len());
@@ -1305,6 +1499,9 @@ pub fn prepare(
                     tx_done: !matches!(role, Role::Send | Role::Both),
                     rx_done: !matches!(role, Role::Recv | Role::Both),
                     ev: EpollFlags::empty(),
+                    zc: (opts.zerocopy && matches!(role, Role::Send | Role::Both))
+                        .then(Zc::default),
+                    shut: false,
                 });
             }
             Work::Plain(workers)
@@ -1353,6 +1550,7 @@ pub fn prepare(
         spec: spec.clone(),
         role,
         work,
+        congestion,
     })
 }
 
@@ -1364,6 +1562,7 @@ impl Prepared {
             spec,
             role,
             work,
+            congestion,
         } = self;
         let start = Sample::now()?;
         let t0 = Instant::now();
@@ -1415,6 +1614,8 @@ impl Prepared {
             cpu: start.report(&stop, bytes, transactions),
             flows,
             latency,
+            zerocopy: opts.zerocopy && matches!(role, Role::Send | Role::Both),
+            congestion,
         })
     }
 }
@@ -1537,6 +1738,7 @@ fn run_latency(
             rx_sha256: rx.hex(),
             counters,
             copied_completions: copied,
+            zerocopy: None,
         },
         msgs,
         end,
@@ -1578,6 +1780,8 @@ mod tests {
             nic: 0,
             stall: Duration::from_secs(10),
             window_clamp: true,
+            zerocopy: false,
+            congestion: None,
         }
     }
 

@@ -122,6 +122,14 @@ struct EndArgs {
     /// by more than the rest).
     #[arg(long)]
     no_window_clamp: bool,
+    /// Plain sender: send with MSG_ZEROCOPY (SO_ZEROCOPY; completions from
+    /// the socket's error queue), Linux TCP's zero-copy send.
+    #[arg(long)]
+    zerocopy: bool,
+    /// TCP congestion control of this end's data sockets (TCP_CONGESTION,
+    /// e.g. cubic, bbr) [default: the system's].
+    #[arg(long, value_name = "ALGO")]
+    congestion: Option<String>,
     /// Print one JSON document instead of the table.
     #[arg(long)]
     json: bool,
@@ -140,6 +148,8 @@ impl EndArgs {
             nic: self.nic,
             stall: Duration::from_secs_f64(self.stall_timeout),
             window_clamp: !self.no_window_clamp,
+            zerocopy: self.zerocopy,
+            congestion: self.congestion.clone(),
         }
     }
 }
@@ -738,6 +748,8 @@ mod tests {
             nic: 0,
             stall_timeout: 10.0,
             no_window_clamp: false,
+            zerocopy: false,
+            congestion: None,
             json: true,
         };
         let srv = std::thread::spawn({

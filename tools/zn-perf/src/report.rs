@@ -119,6 +119,23 @@ pub struct FlowReport {
     pub counters: Option<Counters>,
     /// Offload: receive completions flagged COPIED.
     pub copied_completions: u64,
+    /// Plain sender with `--zerocopy`: its `MSG_ZEROCOPY` sends.
+    #[serde(default)]
+    pub zerocopy: Option<ZcCounters>,
+}
+
+/// A plain sender's `MSG_ZEROCOPY` sends (`--zerocopy`), from the
+/// completion notifications on the socket's error queue.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ZcCounters {
+    /// send() calls that took bytes with `MSG_ZEROCOPY`.
+    pub sends: u64,
+    /// Of those, how many the kernel reported complete.
+    pub completed: u64,
+    /// Of the completed, how many the kernel reported it had copied after
+    /// all (`SO_EE_CODE_ZEROCOPY_COPIED`: e.g. delivery to a local socket,
+    /// a device without scatter-gather).
+    pub copied: u64,
 }
 
 /// Latency statistics of round trips, microseconds.
@@ -191,6 +208,13 @@ pub struct SideResult {
     pub cpu: CpuReport,
     pub flows: Vec<FlowReport>,
     pub latency: Option<LatencyReport>,
+    /// Plain sender: sends were `MSG_ZEROCOPY` (`--zerocopy`).
+    #[serde(default)]
+    pub zerocopy: bool,
+    /// The congestion control the data sockets used (`--congestion`, or
+    /// the system default `net.ipv4.tcp_congestion_control`).
+    #[serde(default)]
+    pub congestion: Option<String>,
 }
 
 impl SideResult {
@@ -346,6 +370,7 @@ fn mode_label(r: &SideResult) -> String {
         (Mode::Offload, Some(RxKind::Message)) => "offload/message".into(),
         (Mode::Offload, Some(RxKind::Stream)) => "offload/stream".into(),
         (Mode::Offload, None) => "offload".into(),
+        (Mode::Plain, _) if r.zerocopy => "plain/zerocopy".into(),
         (Mode::Plain, _) => "plain".into(),
     }
 }
@@ -431,6 +456,13 @@ pub fn flow_lines(side: &str, r: &SideResult) -> String {
                 c.state, c.rx_placed_bytes, c.rx_copied_bytes, c.tx_merged_bytes, c.tx_copied_bytes
             );
         }
+        if let Some(z) = &f.zerocopy {
+            let _ = write!(
+                s,
+                " [MSG_ZEROCOPY: sends {} completed {} copied {}]",
+                z.sends, z.completed, z.copied
+            );
+        }
         s.push('\n');
     }
     s
@@ -503,8 +535,11 @@ mod tests {
                     ..Default::default()
                 }),
                 copied_completions: 0,
+                zerocopy: None,
             }],
             latency: None,
+            zerocopy: false,
+            congestion: None,
         }
     }
 
