@@ -3,6 +3,7 @@
 #   make demo     boot the emulated host(s) and show ZeroNIC working
 #   make check    run the whole test suite (ends with "N passed, N failed")
 #   make setup    install packages and tools, build kernel, module, userspace
+#   make bench    the benchmark suite on a release kernel (out/bench/report.md)
 #
 # Both `demo` and `check` run `setup` first, so each works alone on a fresh
 # Debian 12 machine. Build products of the kernel live in $(ZN_CACHE), keyed
@@ -15,19 +16,22 @@ export KSRC
 export PATH := $(HOME)/.cargo/bin:$(ZN_CACHE)/venv/bin:$(PATH)
 
 KDIR = $(shell scripts/kdir)
-# The release (benchmark) kernel and the module built for it, from the same
-# source into its own output directory; only `make bench` builds them.
+# The release (benchmark) kernel and the module built for it; only `make
+# bench` builds them. kbuild wants an external module's source tree clean
+# for a separate output directory (MO=), and the debug module is built in
+# place, so the module's sources (the same files) are mirrored into
+# out/release/src and built there: out/release/src/zeronic/zeronic.ko.
 KDIR_RELEASE = $(shell ZN_KERNEL_VARIANT=release scripts/kdir)
-MODULE_RELEASE_OUT = $(CURDIR)/out/release/module
+MODULE_RELEASE_SRC = $(CURDIR)/out/release/src
 
 .PHONY: all setup packages kernel module userspace selftests-build \
-	check demo bench-model bench-net kernel-release module-release \
+	check demo bench bench-model bench-net kernel-release module-release \
 	clean help
 
 all: setup
 
 help:
-	@sed -n '3,8p' Makefile
+	@sed -n '3,9p' Makefile
 
 setup: packages kernel module userspace selftests-build
 
@@ -50,8 +54,12 @@ kernel-release: packages
 	@nice -n 19 scripts/build-kernel --release
 
 module-release: kernel-release
-	mkdir -p "$(MODULE_RELEASE_OUT)"
-	$(MAKE) -C "$(KDIR_RELEASE)" M="$(CURDIR)" MO="$(MODULE_RELEASE_OUT)" modules
+	@mkdir -p "$(MODULE_RELEASE_SRC)"
+	rsync -a --delete --prune-empty-dirs --include=/Kbuild --include=/zeronic/ \
+		--include=/zeronic/Kbuild --include='/zeronic/*.rs' --include=/hw/ \
+		--include=/hw/src/ --include='/hw/src/*.rs' --exclude='*' \
+		"$(CURDIR)/" "$(MODULE_RELEASE_SRC)/"
+	$(MAKE) -C "$(KDIR_RELEASE)" M="$(MODULE_RELEASE_SRC)" modules
 
 # kselftest-style C programs, built against the kernel tree's selftest harness.
 selftests-build: kernel
@@ -62,6 +70,11 @@ check: setup
 
 demo: setup
 	@scripts/demo
+
+# The whole benchmark suite (docs/performance.md): setup, the release kernel
+# and module, one two-port guest; prints the tables and key=value lines.
+bench: setup module-release
+	@scripts/bench
 
 bench-model: packages
 	cargo run --release -p zeronic-nic --bin bench-model
