@@ -52,14 +52,39 @@ struct Rec {
     lat_p50_us: Option<f64>,
     lat_p99_us: Option<f64>,
     lat_p999_us: Option<f64>,
+    /// The breakdown of a clean-wire zn-perf bulk run (section main).
+    #[serde(flatten)]
+    breakdown: BTreeMap<String, serde_json::Value>,
 }
+
+/// The breakdown columns (scripts/bench-guest: snap, breakdown).
+const BREAKDOWN: &[(&str, &str)] = &[
+    ("user_s_per_gib", "user s/GiB"),
+    ("sys_s_per_gib", "sys s/GiB"),
+    ("softirq_s_per_gib", "softirq s/GiB"),
+    ("irq_s_per_gib", "irq s/GiB"),
+    ("irqs_per_mib", "NIC irqs/MiB"),
+    ("rx_irqs_per_mib", "rx irqs/MiB"),
+    ("tx_irqs_per_mib", "tx irqs/MiB"),
+    ("frames_per_mib", "frames/MiB"),
+    ("hdrq_per_mib", "hdrq entries/MiB"),
+    ("coalesced_per_mib", "coalesced/MiB"),
+];
 
 /// The rows of the main table, in order, with what each one is.
 const TRANSPORTS: &[(&str, &str)] = &[
-    ("zeronic", "ZeroNIC offload (zn-perf --mode offload)"),
-    ("tcp", "Linux TCP over the ZeroNIC ports"),
+    (
+        "zeronic",
+        "ZeroNIC offload (zn-perf --mode offload), 64 KiB messages",
+    ),
+    ("zeronic-1m", "ZeroNIC offload, 1 MiB messages"),
+    ("tcp", "Linux TCP over the ZeroNIC ports, 64 KiB writes"),
     ("tcp-zerocopy", "Linux TCP, MSG_ZEROCOPY sender"),
     ("veth", "Linux TCP over a veth pair"),
+    (
+        "veth-zerocopy",
+        "Linux TCP over a veth pair, MSG_ZEROCOPY sender",
+    ),
     ("rxe", "soft-RoCE (rdma_rxe) on the ports, perftest"),
     ("siw", "soft-iWARP (siw) on the ports, perftest"),
 ];
@@ -202,6 +227,33 @@ fn main_table(d: &Data) -> String {
             f(lat_ok.and_then(|r| r.lat_p999_us), 1),
             notes.join("; ")
         );
+    }
+    s
+}
+
+fn breakdown_table(d: &Data) -> String {
+    let mut s = String::new();
+    let rows: Vec<&Rec> = TRANSPORTS
+        .iter()
+        .filter_map(|(t, _)| d.ok("main", t, 0.0))
+        .filter(|r| r.breakdown.contains_key("user_s_per_gib"))
+        .collect();
+    if rows.is_empty() {
+        return s;
+    }
+    let _ = write!(s, "| transport |");
+    for (_, h) in BREAKDOWN {
+        let _ = write!(s, " {h} |");
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(BREAKDOWN.len()));
+    for r in rows {
+        let _ = write!(s, "| {} |", r.transport);
+        for (k, _) in BREAKDOWN {
+            let v = r.breakdown.get(*k).and_then(serde_json::Value::as_f64);
+            let _ = write!(s, " {} |", f(v, 2));
+        }
+        let _ = writeln!(s);
     }
     s
 }
@@ -565,6 +617,15 @@ fn run(cli: &Cli) -> Result<()> {
         let _ = writeln!(md, "- `{t}`: {what}");
     }
     let _ = writeln!(md, "\n![CPU per GiB](cpu.png)\n");
+    let bd = breakdown_table(&d);
+    if !bd.is_empty() {
+        let _ = writeln!(
+            md,
+            "## Where the time goes (clean-wire bulk runs)\n\nCPU time by kind from \
+             /proc/stat, the NIC's interrupts and the model's counters, per GiB or MiB the \
+             receiver got (over the whole zn-perf run, set-up included).\n\n{bd}"
+        );
+    }
     let _ = writeln!(
         md,
         "## Message-size sweep\n\n{sweep_t}\n![sweep](sweep.png)\n"
@@ -584,6 +645,11 @@ fn run(cli: &Cli) -> Result<()> {
 
     println!("== Transports (one flow, clean wire; RTT of 64-byte messages) ==");
     print!("{main_t}");
+    let bd = breakdown_table(&d);
+    if !bd.is_empty() {
+        println!("\n== Where the time goes (clean-wire bulk runs, per GiB / MiB received) ==");
+        print!("{bd}");
+    }
     println!("\n== Message-size sweep (T = L + S/B) ==");
     print!("{sweep_t}");
     println!("\n== Loss sweep ==");
