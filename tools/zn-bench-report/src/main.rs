@@ -88,7 +88,7 @@ const TRANSPORTS: &[(&str, &str)] = &[
     ("rxe", "soft-RoCE (rdma_rxe) on the ports, perftest"),
     ("siw", "soft-iWARP (siw) on the ports, perftest"),
 ];
-const LOSS_ROWS: &[&str] = &["zeronic", "tcp", "tcp-bbr", "rxe"];
+const LOSS_ROWS: &[&str] = &["zeronic", "zeronic-bbr", "tcp", "tcp-bbr", "rxe"];
 const SWEEPS: &[&str] = &["zeronic", "tcp"];
 
 fn mib(bps: f64) -> f64 {
@@ -354,6 +354,7 @@ fn keys(d: &Data) -> Vec<(&'static str, Option<f64>)> {
             "cpu_per_gib_zerocopy_vs_tcp",
             ratio(d.cpu("tcp-zerocopy"), d.cpu("tcp")),
         ),
+        ("loss1_vs_loss0_zeronic_bbr", l1("zeronic-bbr")),
         ("loss1_vs_loss0_tcp", l1("tcp")),
         ("loss1_vs_loss0_tcp_bbr", l1("tcp-bbr")),
         ("loss1_vs_loss0_rxe", l1("rxe")),
