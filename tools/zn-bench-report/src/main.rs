@@ -678,3 +678,81 @@ fn main() -> std::process::ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(line: &str) -> Rec {
+        serde_json::from_str(line).unwrap()
+    }
+
+    fn data(lines: &[&str]) -> Data {
+        Data {
+            recs: lines.iter().map(|l| rec(l)).collect(),
+            sweeps: BTreeMap::new(),
+            env: String::new(),
+            model: Some(0.7),
+        }
+    }
+
+    const MAIN: &[&str] = &[
+        r#"{"section":"main","transport":"zeronic","loss":0,"ok":true,"note":"","bits_per_second":4e8,"cpu_s_per_gib":10.0,"user_s_per_gib":1.5}"#,
+        r#"{"section":"main","transport":"tcp","loss":0,"ok":true,"note":"","bits_per_second":1e8,"cpu_s_per_gib":50.0}"#,
+        r#"{"section":"main","transport":"rxe","loss":0,"ok":false,"note":"ib_write_bw failed: x"}"#,
+        r#"{"section":"lat","transport":"zeronic","loss":0,"ok":true,"note":"","lat_p50_us":300.0}"#,
+        r#"{"section":"lat","transport":"tcp","loss":0,"ok":true,"note":"","lat_p50_us":200.0}"#,
+        r#"{"section":"loss","transport":"zeronic","loss":0,"ok":true,"note":"","bits_per_second":4e8}"#,
+        r#"{"section":"loss","transport":"zeronic","loss":1,"ok":true,"note":"","bits_per_second":1e8}"#,
+        r#"{"section":"loss","transport":"tcp","loss":1,"ok":false,"note":"stalled"}"#,
+    ];
+
+    #[test]
+    fn key_ratios() {
+        let d = data(MAIN);
+        let k: BTreeMap<_, _> = keys(&d).into_iter().collect();
+        assert_eq!(k["cpu_per_gib_zeronic_vs_tcp"], Some(0.2));
+        assert_eq!(k["single_flow_zeronic_vs_tcp"], Some(4.0));
+        assert_eq!(k["loss1_vs_loss0_throughput"], Some(0.25));
+        assert_eq!(k["latency_p50_zeronic_vs_tcp"], Some(1.5));
+        assert_eq!(k["model_vs_memcpy"], Some(0.7));
+        // Missing or failed figures are unavailable, never 0 or NaN.
+        assert_eq!(k["tcp_vs_veth"], None);
+        assert_eq!(k["loss1_vs_loss0_tcp"], None);
+        assert_eq!(k["loss1_vs_loss0_rxe"], None);
+    }
+
+    #[test]
+    fn failed_rows_say_why() {
+        let d = data(MAIN);
+        let t = main_table(&d);
+        let rxe = t.lines().find(|l| l.starts_with("| rxe |")).unwrap();
+        assert!(rxe.contains("ib_write_bw failed: x"), "{rxe}");
+        let veth = t.lines().find(|l| l.starts_with("| veth |")).unwrap();
+        assert!(veth.contains("not run"), "{veth}");
+        let l = loss_table(&d);
+        assert!(l.contains("failed: stalled"), "{l}");
+        let b = breakdown_table(&d);
+        assert!(b.contains("| zeronic | 1.50 |"), "{b}");
+        assert!(!b.contains("| tcp |"), "{b}");
+    }
+
+    #[test]
+    fn sweep_of_a_zn_perf_document() {
+        let dir = std::env::temp_dir().join(format!("zn-bench-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("sweep.json");
+        std::fs::write(
+            &p,
+            r#"{"results":[
+                {"msg_size":1024,"local":{"role":"send","bits_per_second":1.0},"remote":{"role":"recv","bits_per_second":8e6}},
+                {"msg_size":2048,"local":{"role":"send","bits_per_second":1.0},"remote":{"role":"recv","bits_per_second":1.6e7}}],
+              "fit":{"latency_us":1.0,"bits_per_second":2e7,"half_bandwidth_bytes":2.5,"points":2}}"#,
+        )
+        .unwrap();
+        let s = load_sweep(&p).unwrap();
+        assert_eq!(s.points, vec![(1024, 8e6), (2048, 1.6e7)]);
+        assert_eq!(s.fit, Some((1.0, 2e7, 2.5)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

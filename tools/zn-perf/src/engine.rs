@@ -1851,6 +1851,52 @@ mod tests {
         assert_eq!(sent.flows[1].tx_sha256, sum.hex());
     }
 
+    /// MSG_ZEROCOPY sends (--zerocopy) with --verify: the buffer is only
+    /// refilled once the kernel gave it back, so the digests agree; every
+    /// send is accounted as completed, and the congestion control asked
+    /// for is the one reported.
+    #[test]
+    fn plain_zerocopy_digests_agree() {
+        let sp = spec(Kind::Bandwidth, true);
+        let (c, s) = pairs(3);
+        let recv = std::thread::spawn({
+            let sp = sp.clone();
+            move || {
+                prepare(&opts("server"), &sp, Role::Recv, s)
+                    .unwrap()
+                    .run()
+                    .unwrap()
+            }
+        });
+        let mut o = opts("client");
+        o.zerocopy = true;
+        o.congestion = Some("reno".into());
+        let sent = prepare(&o, &sp, Role::Send, c).unwrap().run().unwrap();
+        let got = recv.join().unwrap();
+        assert_eq!(got.bytes, 3 * 123_457);
+        crate::report::digests_match(&sent, &got).unwrap();
+        assert!(sent.zerocopy);
+        assert_eq!(sent.congestion.as_deref(), Some("reno"));
+        for f in &sent.flows {
+            let z = f.zerocopy.as_ref().expect("zerocopy counters");
+            assert!(z.sends > 0);
+            assert_eq!(z.completed, z.sends);
+            assert!(z.copied <= z.completed);
+        }
+        assert!(got.flows.iter().all(|f| f.zerocopy.is_none()));
+    }
+
+    /// --zerocopy is refused where it means nothing (offload, latency).
+    #[test]
+    fn zerocopy_only_for_plain_bandwidth() {
+        let (c, _s) = pairs(1);
+        let mut o = opts("client");
+        o.zerocopy = true;
+        let lat = spec(Kind::Latency, false);
+        let e = prepare(&o, &lat, Role::Ping, c).err().expect("refused");
+        assert!(format!("{e:#}").contains("bandwidth"), "{e:#}");
+    }
+
     /// Both ends send and receive at once over each flow (--bidir).
     #[test]
     fn plain_bidir_digests_agree() {
