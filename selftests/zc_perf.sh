@@ -227,6 +227,20 @@ zp_check() {
 	return "$rc"
 }
 
+# zp_why SIDE: what says why a receiver copied: the port's fallback
+# counters (ethtool -S: frames the NIC handed to the normal path for lack of
+# posted space or out-of-order room, or dropped for a full header queue)
+# and TCP's prune and collapse counters (a pruned queue is copied).
+zp_why() {
+	local ifc
+	ifc=$(zn_side_if "$1")
+	{
+		zn_in "$1" ethtool -S "$ifc" | awk '$1 ~ /^hw_rx_(fallback|ooo_full|hdrq_full|dup_frames):$/ { print $1 $2 }'
+		zn_in "$1" nstat -az TcpExtPruneCalled TcpExtTCPRcvCollapsed TcpExtTCPLossProbes TcpRetransSegs |
+			awk '/^Tcp/ { print $1 "=" $2 }'
+	} | tr '\n' ' '
+}
+
 # zp_case NAME PORT BYTES FLOWS CLEAN "SERVER OPTIONS" "CLIENT OPTIONS":
 # a run, its checks, and the NIC's counters back afterwards.
 zp_case() {
@@ -235,6 +249,10 @@ zp_case() {
 	t0=$SECONDS
 	zp_pair "$name" "$port" "$srv" "$cli" || rc=1
 	zn_diag "$name: $((SECONDS - t0)) s"
+	# Totals since boot (the namespaces' TCP counters, the ports' NIC
+	# counters): the case's share is the change from the line before.
+	zn_diag "$name: a: $(zp_why a)"
+	zn_diag "$name: b: $(zp_why b)"
 	[ "$rc" = 0 ] && { zp_check "$name" "$bytes" "$flows" "$clean" || rc=$?; }
 	zp_back "$before" || rc=1
 	return "$rc"
