@@ -38,6 +38,20 @@ for f in xdp_dummy.bpf.o xdp_helper; do
 	[ -e "$dir/../../net/lib/$f" ] ||
 		echo "# missing $dir/../../net/lib/$f (make selftests-build builds it)"
 done
+# The fixes to the tree's tests that make selftests-build applies
+# (patches/selftests/): one missing means the test runs unfixed.
+for p in "$ZN_ROOT"/patches/selftests/*.patch; do
+	[ -e "$p" ] || continue
+	patch -d "$ZN_KDIR" -p1 -R -s -f --dry-run <"$p" >/dev/null 2>&1 ||
+		echo "# not applied to $ZN_KDIR: patches/selftests/$(basename "$p") (make selftests-build applies it)"
+done
+# The ethtool the tests run (first in PATH): hds.py's ioctl cases need
+# --disable-netlink, which make setup's /usr/local/sbin/ethtool has and
+# Debian 12's /usr/sbin/ethtool 6.1 lacks.
+eth=$(command -v ethtool) || eth=
+echo "# ethtool: ${eth:-none in PATH} ($(${eth:-false} --version 2>/dev/null))"
+[ -n "$eth" ] && "$eth" --disable-netlink --version >/dev/null 2>&1 ||
+	echo "# this ethtool has no --disable-netlink (make setup installs one that has)"
 # Idempotent: every drv_net_*.sh of a boot shares the link.
 zn_in a ip -6 addr replace "$V6_A/64" dev "$ZN_IF_A" nodad
 zn_in b ip -6 addr replace "$V6_B/64" dev "$ZN_IF_B" nodad

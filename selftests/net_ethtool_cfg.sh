@@ -208,7 +208,10 @@ rx_csum() {
 	zn_iperf b 1 1 5302 >/dev/null || return 1
 	read -r u2 n2 <<<"$(csum_counts)"
 	echo "csum-unnecessary $u0 -> $u1 -> $u2, csum-none $n0 -> $n1 -> $n2"
-	[ "$u1" = "$u0" ] && [ "$n1" -gt $((n0 + 100)) ] && [ "$u2" -gt $((u1 + 100)) ]
+	# Packets, not bytes: the NIC hands up coalesced segments of up to 64 KiB,
+	# so a loaded TCG host may see only some 50 in a one-second transfer.
+	# No CHECKSUM_UNNECESSARY while off is what tells the modes apart.
+	[ "$u1" = "$u0" ] && [ "$n1" -gt $((n0 + 10)) ] && [ "$u2" -gt $((u1 + 10)) ]
 }
 zn_case "rx checksumming off: TCP arrives CHECKSUM_NONE; on: CHECKSUM_UNNECESSARY" rx_csum
 

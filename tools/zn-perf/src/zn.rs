@@ -293,18 +293,27 @@ fn setsockopt_int(
     Ok(())
 }
 
-/// Bounds the receive window `sock` advertises to `bytes`: `SO_RCVBUF` of
-/// `bytes / 2` (the kernel doubles it; `SO_RCVBUFFORCE` where allowed, to
-/// pass `net.core.rmem_max`), which also stops receive-buffer autotuning
-/// from raising the clamp again, and `TCP_WINDOW_CLAMP` of `bytes`.
+/// Bounds the receive window `sock` advertises to `bytes`:
+/// `TCP_WINDOW_CLAMP` of `bytes`, and a receive buffer of twice that
+/// (`SO_RCVBUF` of `bytes`, which the kernel doubles; `SO_RCVBUFFORCE`
+/// where allowed, to pass `net.core.rmem_max`), which also stops
+/// receive-buffer autotuning from raising it.
+///
+/// Why the headroom: TCP charges every queued receipt to the socket (the
+/// payload's length plus the skb head holding its headers). A buffer of
+/// exactly one window overflows once a full window waits unread, and TCP
+/// then prunes the queue: `tcp_collapse()` copies every queued byte into
+/// new buffers, which the flow can only copy again into place (counted as
+/// copied). TCP's own autotuning keeps that headroom; a fixed clamp must
+/// leave it too.
 pub fn clamp_window(sock: BorrowedFd<'_>, bytes: u32) -> Result<()> {
     use nix::libc::{IPPROTO_TCP, SOL_SOCKET, SO_RCVBUF, SO_RCVBUFFORCE, TCP_WINDOW_CLAMP};
     let v = nix::libc::c_int::try_from(bytes).unwrap_or(nix::libc::c_int::MAX);
-    match setsockopt_int(sock, SOL_SOCKET, SO_RCVBUFFORCE, v / 2) {
+    match setsockopt_int(sock, SOL_SOCKET, SO_RCVBUFFORCE, v) {
         Ok(()) => {}
-        Err(Errno::EPERM) => setsockopt_int(sock, SOL_SOCKET, SO_RCVBUF, v / 2)
-            .with_context(|| format!("SO_RCVBUF of {}", v / 2))?,
-        Err(e) => return Err(e).with_context(|| format!("SO_RCVBUFFORCE of {}", v / 2)),
+        Err(Errno::EPERM) => setsockopt_int(sock, SOL_SOCKET, SO_RCVBUF, v)
+            .with_context(|| format!("SO_RCVBUF of {v}"))?,
+        Err(e) => return Err(e).with_context(|| format!("SO_RCVBUFFORCE of {v}")),
     }
     setsockopt_int(sock, IPPROTO_TCP, TCP_WINDOW_CLAMP, v)
         .with_context(|| format!("TCP_WINDOW_CLAMP of {bytes}"))
