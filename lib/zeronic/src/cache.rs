@@ -289,6 +289,20 @@ pub fn invalidate_range(addr: usize, len: usize) {
     {
         return;
     }
+    // The work below allocates and frees: the `free` hook must not recurse
+    // into it (an unbounded recursion otherwise), nor may a hook that runs
+    // while this thread already invalidates.
+    thread_local! {
+        static BUSY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if BUSY.with(|b| b.replace(true)) {
+        return;
+    }
+    invalidate_locked(addr, len);
+    BUSY.with(|b| b.set(false));
+}
+
+fn invalidate_locked(addr: usize, len: usize) {
     let end = addr.saturating_add(len);
     // A hook may run while this thread holds a cache's lock (a region's
     // memory unmapped by the cache's own code never overlaps a cached
