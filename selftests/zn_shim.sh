@@ -27,7 +27,7 @@ SHIM=$ZN_ROOT/target/release/libzn_shim.so
 SECS=${ZN_SHIM_SECS:-5}
 
 zn_load
-zn_net_start 6
+zn_net_start 7
 
 [ -e "$SHIM" ] || ktap_exit_fail_msg "no $SHIM (cargo build --release --workspace)"
 
@@ -159,7 +159,7 @@ redis_run() {
 			n=2000
 			[ "$d" -le 1024 ] || n=400
 			# shellcheck disable=SC2046
-			out=$(zn_in a timeout 300 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" \
+			out=$(zn_in a timeout 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" \
 				-t set,get -n "$n" -c 8 -d "$d" -P "$p" -q --csv 2>&1) || { echo "redis-benchmark -d $d -P $p: $out"; return 1; }
 			res+=" d$d/P$p:$(echo "$out" | awk -F'"' '/^"SET"/ { s = $4 } /^"GET"/ { g = $4 } END { printf "%s/%s", s, g }')"
 		done
@@ -169,15 +169,15 @@ redis_run() {
 	head -c 1048576 /dev/urandom | base64 -w0 >"$TMPD/$name.val"
 	h1=$(sha256sum <"$TMPD/$name.val" | cut -d' ' -f1)
 	# shellcheck disable=SC2046
-	zn_in a $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" -x SET big <"$TMPD/$name.val" >/dev/null || { echo "SET big failed"; return 1; }
+	zn_in a timeout 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" -x SET big <"$TMPD/$name.val" >/dev/null || { echo "SET big failed"; return 1; }
 	# shellcheck disable=SC2046
-	zn_in a $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" -t set -n 3000 -c 4 -d 1024 -q >/dev/null 2>&1 &
+	zn_in a timeout 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" -t set -n 3000 -c 4 -d 1024 -q >/dev/null 2>&1 &
 	local bpid=$!
 	# shellcheck disable=SC2046
-	zn_in a $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" BGSAVE >/dev/null || { echo "BGSAVE failed"; return 1; }
+	zn_in a timeout 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" BGSAVE >/dev/null || { echo "BGSAVE failed"; return 1; }
 	wait "$bpid" || { echo "benchmark during BGSAVE failed"; return 1; }
 	# shellcheck disable=SC2046
-	h2=$(zn_in a $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" --raw GET big | head -c -1 | sha256sum | cut -d' ' -f1)
+	h2=$(zn_in a timeout 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" --raw GET big | head -c -1 | sha256sum | cut -d' ' -f1)
 	[ "$h1" = "$h2" ] || { echo "1 MiB value read back differs ($h1 vs $h2)"; return 1; }
 	for _ in $(seq 50); do
 		[ -s "$TMPD/$name.rdb" ] && break
@@ -185,7 +185,7 @@ redis_run() {
 	done
 	[ -s "$TMPD/$name.rdb" ] || { echo "BGSAVE wrote no $name.rdb"; return 1; }
 	# shellcheck disable=SC2046
-	zn_in a $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1
+	zn_in a timeout 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1
 	echo "$res cpu $(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.1f", b - a }')s"
 }
 
@@ -204,6 +204,73 @@ redis_case() {
 	[ $(($3 - $1)) -ge $((800 * 65536)) ] || { echo "placed $(($3 - $1)) < the 64 KiB SETs' payload"; return 1; }
 }
 zn_case "redis-server + redis-benchmark (epoll, accept4, BGSAVE fork) over the shim, with vs without" redis_case
+
+# nginx_run SHIM NAME PORT: nginx (sendfile on, epoll, FIONBIO, a worker
+# process) on side b serving a 64 MiB file; curl fetches it (SHA-256
+# checked), then wrk measures requests/s for a 4 KiB file. Prints
+# "MIB_S RPS CPU_S_PER_GIB".
+nginx_run() {
+	local shim=$1 name=$2 port=$3 d=$TMPD/$2 npid h1 h2 b0 b1 t0 t1 rps ZN_PFX
+	mkdir -p "$d/www" "$d/tmp"
+	[ -e "$TMPD/big" ] || head -c $((64 << 20)) /dev/urandom >"$TMPD/big"
+	cp "$TMPD/big" "$d/www/big"
+	head -c 4096 /dev/urandom >"$d/www/small"
+	cat >"$d/nginx.conf" <<CONF
+daemon off;
+master_process on;
+worker_processes 1;
+user root;
+pid $d/nginx.pid;
+error_log $d/error.log;
+events { use epoll; }
+http {
+	sendfile on;
+	access_log off;
+	client_body_temp_path $d/tmp;
+	server {
+		listen $ADDR_B:$port;
+		root $d/www;
+	}
+}
+CONF
+	zn_pfx b
+	# shellcheck disable=SC2046
+	"${ZN_PFX[@]}" $(pre "$shim" "$name") nginx -e "$d/error.log" -p "$d" -c "$d/nginx.conf" >"$d/out" 2>&1 &
+	npid=$!
+	zn_wait_listen b "$port" || { cat "$d/out" "$d/error.log"; kill "$npid"; return 1; }
+	h1=$(sha256sum <"$TMPD/big" | cut -d' ' -f1)
+	b0=$(busy)
+	t0=$(zn_now)
+	# shellcheck disable=SC2046
+	h2=$(zn_in a timeout 300 $(pre "$shim" "$name-cli") curl -sS "http://$ADDR_B:$port/big" | sha256sum | cut -d' ' -f1)
+	t1=$(zn_now)
+	b1=$(busy)
+	# shellcheck disable=SC2046
+	rps=$(zn_in a timeout 60 $(pre "$shim" "$name-cli") wrk -t1 -c4 -d3s "http://$ADDR_B:$port/small" 2>&1 |
+		awk '/^Requests\/sec:/ { print $2 }')
+	kill -QUIT "$npid" 2>/dev/null
+	wait "$npid" 2>/dev/null
+	[ "$h1" = "$h2" ] || { echo "curl's 64 MiB differ from the file ($h2 vs $h1)"; tail -5 "$d/error.log"; return 1; }
+	[ -n "$rps" ] || { echo "wrk measured nothing"; return 1; }
+	awk -v a="$t0" -v b="$t1" -v c0="$b0" -v c1="$b1" -v r="$rps" \
+		'BEGIN { printf "%.1f %s %.1f", 64 / (b - a), r, (c1 - c0) / (64 / 1024) }'
+}
+
+nginx_case() {
+	local without with c0 c1 off
+	without=$(nginx_run 0 nginx-plain 8080) || { echo "without the shim: $without"; return 1; }
+	c0=$(offload_counters)
+	with=$(nginx_run 1 nginx-shim 8081) || { echo "with the shim: $with"; tail "$TMPD/nginx-shim.log" 2>/dev/null; return 1; }
+	c1=$(offload_counters)
+	set -- $c0 $c1
+	off=$(shimstat "$TMPD/nginx-shim.stats" offloaded)
+	zn_diag "nginx: without shim ${without} (curl MiB/s, wrk 4 KiB requests/s, CPU s/GiB of the curl); with shim ${with}; placed $(($3 - $1)) merged $(($4 - $2)); offloaded $off"
+	zn_diag "nginx: shim counters: $(tr '\n' ';' <"$TMPD/nginx-shim.stats")"
+	[ "$off" -ge 2 ] || { echo "nginx offloaded only $off connections"; return 1; }
+	[ $(($3 - $1)) -ge $((64 << 20)) ] || { echo "placed $(($3 - $1)) < 64 MiB"; return 1; }
+	[ $(($4 - $2)) -ge $((64 << 20)) ] || { echo "merged $(($4 - $2)) < 64 MiB"; return 1; }
+}
+zn_case "nginx (sendfile, epoll, worker fork) + curl (64 MiB, SHA-256) and wrk over the shim, with vs without" nginx_case
 
 # Fallbacks: loopback connections pass through, counted.
 loopback_case() {

@@ -1,8 +1,11 @@
 //! The memory hooks behind [`crate::memhooks!`]: each invalidates the
 //! registration caches for the range it is about to change
-//! ([`crate::cache::invalidate_range`]), then does the real call (the
-//! system call itself, or glibc's exported internal entry, never `dlsym`,
-//! so no hook can recurse into another interposer).
+//! ([`crate::cache::invalidate_range`]), then does the real call: the
+//! system call itself for the memory-map calls, glibc's `__sbrk` for the
+//! break, and for `free`/`realloc` the next definition in the lookup order
+//! (`dlsym(RTLD_NEXT)`): the process may use another allocator than
+//! glibc's (redis-server runs on jemalloc), whose blocks only its own
+//! `free` may release.
 
 use crate::cache::{any_cached, invalidate_range};
 use nix::libc::{self, c_int, c_void, off_t, size_t};
@@ -13,6 +16,43 @@ extern "C" {
     fn __libc_free(p: *mut c_void);
     fn __libc_realloc(p: *mut c_void, n: size_t) -> *mut c_void;
     fn __sbrk(inc: libc::intptr_t) -> *mut c_void;
+}
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The next definition of `name` (a NUL-terminated symbol), or `fallback`.
+fn next(slot: &AtomicUsize, name: &[u8], fallback: usize) -> usize {
+    let p = slot.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: a NUL-terminated name; dlsym does not call free on success.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    let f = if f == 0 { fallback } else { f };
+    slot.store(f, Ordering::Relaxed);
+    f
+}
+
+fn next_free() -> unsafe extern "C" fn(*mut c_void) {
+    static P: AtomicUsize = AtomicUsize::new(0);
+    let f = next(&P, b"free\0", __libc_free as *const () as usize);
+    // SAFETY: the C type of free().
+    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void)>(f) }
+}
+
+fn next_realloc() -> unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void {
+    static P: AtomicUsize = AtomicUsize::new(0);
+    let f = next(&P, b"realloc\0", __libc_realloc as *const () as usize);
+    // SAFETY: the C type of realloc().
+    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void>(f) }
+}
+
+fn usable_size(p: *mut c_void) -> size_t {
+    static P: AtomicUsize = AtomicUsize::new(0);
+    let f = next(&P, b"malloc_usable_size\0", libc::malloc_usable_size as *const () as usize);
+    // SAFETY: the C type of malloc_usable_size(); `p` is a live block of
+    // the same allocator as the free/realloc it goes to.
+    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void) -> size_t>(f)(p) }
 }
 
 /// `munmap`.
@@ -117,12 +157,11 @@ pub unsafe fn brk(addr: *mut c_void) -> c_int {
 /// As `free(3)`.
 pub unsafe fn free(p: *mut c_void) {
     if !p.is_null() && any_cached() {
-        // SAFETY: `p` is a live block of this malloc (the caller's contract).
-        let n = unsafe { libc::malloc_usable_size(p) };
+        let n = usable_size(p);
         invalidate_range(p as usize, n);
     }
-    // SAFETY: passed on to glibc's own entry.
-    unsafe { __libc_free(p) }
+    // SAFETY: passed on to the allocator's own free.
+    unsafe { next_free()(p) }
 }
 
 /// `realloc`: the old block may move (and its memory be reused).
@@ -131,12 +170,11 @@ pub unsafe fn free(p: *mut c_void) {
 /// As `realloc(3)`.
 pub unsafe fn realloc(p: *mut c_void, n: size_t) -> *mut c_void {
     if !p.is_null() && any_cached() {
-        // SAFETY: `p` is a live block of this malloc (the caller's contract).
-        let old = unsafe { libc::malloc_usable_size(p) };
+        let old = usable_size(p);
         invalidate_range(p as usize, old);
     }
-    // SAFETY: passed on to glibc's own entry.
-    unsafe { __libc_realloc(p, n) }
+    // SAFETY: passed on to the allocator's own realloc.
+    unsafe { next_realloc()(p, n) }
 }
 
 /// Defines the memory hooks as exported C symbols of the crate that invokes

@@ -181,10 +181,11 @@ impl Conn {
                 self.cq.arm();
                 return;
             }
-            if g.evt_set {
-                self.cq.clear_event();
-                g.evt_set = false;
-            }
+            // Not readable: the eventfd must not stay readable, whether we
+            // or the kernel (a send's completion) signalled it, or a
+            // level-triggered wait on it would spin.
+            self.cq.clear_event();
+            g.evt_set = false;
             if self.cq.arm() {
                 return;
             }
@@ -194,10 +195,8 @@ impl Conn {
     /// Drops our own readable mark on the eventfd (a wait for something
     /// else than reading), so only new completions wake it.
     pub fn unmark(&self, g: &mut Inner) {
-        if g.evt_set {
-            self.cq.clear_event();
-            g.evt_set = false;
-        }
+        self.cq.clear_event();
+        g.evt_set = false;
         if !self.cq.arm() {
             self.process(g);
             state::signal_eventfd(self.eventfd());
