@@ -78,12 +78,12 @@ iperf() {
 	shift 3
 	zn_pfx b
 	# shellcheck disable=SC2046 # the prefix words
-	"${ZN_PFX[@]}" timeout $((SECS + 100)) $(pre "$shim" "$name") iperf3 -s -1 -B "$ADDR_B" -p "$port" >"$TMPD/$name.srv" 2>&1 &
+	"${ZN_PFX[@]}" timeout -k 5 $((SECS + 100)) $(pre "$shim" "$name") iperf3 -s -1 -B "$ADDR_B" -p "$port" >"$TMPD/$name.srv" 2>&1 &
 	spid=$!
 	zn_wait_listen b "$port" || { kill "$spid"; return 1; }
 	b0=$(busy)
 	# shellcheck disable=SC2046
-	zn_in a timeout $((SECS + 90)) $(pre "$shim" "$name") iperf3 -c "$ADDR_B" -p "$port" -t "$SECS" -J "$@" \
+	zn_in a timeout -k 5 $((SECS + 60)) $(pre "$shim" "$name") iperf3 -c "$ADDR_B" -p "$port" -t "$SECS" -J "$@" \
 		>"$TMPD/$name.json" 2>"$TMPD/$name.err" || { cat "$TMPD/$name.err" "$TMPD/$name.json" | tail -20; kill "$spid"; return 1; }
 	wait "$spid" || { echo "iperf3 server failed:"; tail -5 "$TMPD/$name.srv"; return 1; }
 	b1=$(busy)
@@ -150,7 +150,7 @@ redis_run() {
 			n=2000
 			[ "$d" -le 1024 ] || n=400
 			# shellcheck disable=SC2046
-			out=$(zn_in a timeout 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" \
+			out=$(zn_in a timeout -k 5 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" \
 				-t set,get -n "$n" -c 8 -d "$d" -P "$p" -q --csv 2>&1) || { echo "redis-benchmark -d $d -P $p: $out"; return 1; }
 			res+=" d$d/P$p:$(echo "$out" | awk -F'"' '/^"SET"/ { s = $4 } /^"GET"/ { g = $4 } END { printf "%s/%s", s, g }')"
 		done
@@ -160,15 +160,15 @@ redis_run() {
 	head -c 1048576 /dev/urandom | base64 -w0 >"$TMPD/$name.val"
 	h1=$(sha256sum <"$TMPD/$name.val" | cut -d' ' -f1)
 	# shellcheck disable=SC2046
-	zn_in a timeout 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" -x SET big <"$TMPD/$name.val" >/dev/null || { echo "SET big failed"; return 1; }
+	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" -x SET big <"$TMPD/$name.val" >/dev/null || { echo "SET big failed"; return 1; }
 	# shellcheck disable=SC2046
-	zn_in a timeout 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" -t set -n 3000 -c 4 -d 1024 -q >/dev/null 2>&1 &
+	zn_in a timeout -k 5 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" -t set -n 3000 -c 4 -d 1024 -q >/dev/null 2>&1 &
 	local bpid=$!
 	# shellcheck disable=SC2046
-	zn_in a timeout 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" BGSAVE >/dev/null || { echo "BGSAVE failed"; return 1; }
+	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" BGSAVE >/dev/null || { echo "BGSAVE failed"; return 1; }
 	wait "$bpid" || { echo "benchmark during BGSAVE failed"; return 1; }
 	# shellcheck disable=SC2046
-	h2=$(zn_in a timeout 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" --raw GET big | head -c -1 | sha256sum | cut -d' ' -f1)
+	h2=$(zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" --raw GET big | head -c -1 | sha256sum | cut -d' ' -f1)
 	[ "$h1" = "$h2" ] || { echo "1 MiB value read back differs ($h1 vs $h2)"; return 1; }
 	for _ in $(seq 50); do
 		[ -s "$TMPD/$name.rdb" ] && break
@@ -176,7 +176,7 @@ redis_run() {
 	done
 	[ -s "$TMPD/$name.rdb" ] || { echo "BGSAVE wrote no $name.rdb"; return 1; }
 	# shellcheck disable=SC2046
-	zn_in a timeout 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1
+	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1
 	echo "$res cpu $(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.1f", b - a }')s"
 }
 
@@ -233,11 +233,11 @@ CONF
 	b0=$(busy)
 	t0=$(zn_now)
 	# shellcheck disable=SC2046
-	h2=$(zn_in a timeout 300 $(pre "$shim" "$name-cli") curl -sS "http://$ADDR_B:$port/big" | sha256sum | cut -d' ' -f1)
+	h2=$(zn_in a timeout -k 5 300 $(pre "$shim" "$name-cli") curl -sS "http://$ADDR_B:$port/big" | sha256sum | cut -d' ' -f1)
 	t1=$(zn_now)
 	b1=$(busy)
 	# shellcheck disable=SC2046
-	rps=$(zn_in a timeout 60 $(pre "$shim" "$name-cli") wrk -t1 -c4 -d3s "http://$ADDR_B:$port/small" 2>&1 |
+	rps=$(zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") wrk -t1 -c4 -d3s "http://$ADDR_B:$port/small" 2>&1 |
 		awk '/^Requests\/sec:/ { print $2 }')
 	kill -QUIT "$npid" 2>/dev/null
 	wait "$npid" 2>/dev/null
@@ -267,11 +267,11 @@ zn_case "nginx (sendfile, epoll, worker fork) + curl (16 MiB, SHA-256) and wrk o
 torture_case() {
 	local spid rc=0 ZN_PFX t=$ZN_ROOT/selftests/zn_shim_torture.py
 	zn_pfx b
-	"${ZN_PFX[@]}" env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-srv.stats" timeout 300 python3 "$t" server "$ADDR_B" 5501 \
+	"${ZN_PFX[@]}" env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-srv.stats" timeout -k 5 300 python3 "$t" server "$ADDR_B" 5501 \
 		>"$TMPD/torture.srv" 2>&1 &
 	spid=$!
 	zn_wait_listen b 5501 || { kill "$spid"; return 1; }
-	zn_in a env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-cli.stats" timeout 240 python3 "$t" client "$ADDR_B" 5501 \
+	zn_in a env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-cli.stats" timeout -k 5 240 python3 "$t" client "$ADDR_B" 5501 \
 		>"$TMPD/torture.cli" 2>&1 || rc=1
 	wait "$spid" || rc=1
 	sed 's/^/# /' "$TMPD/torture.cli" >&3

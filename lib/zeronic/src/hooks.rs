@@ -44,12 +44,27 @@ fn next_realloc() -> unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void {
     static P: AtomicUsize = AtomicUsize::new(0);
     let f = next(&P, b"realloc\0", __libc_realloc as *const () as usize);
     // SAFETY: the C type of realloc().
-    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void>(f) }
+    unsafe {
+        std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void>(f)
+    }
+}
+
+/// Resolves the next allocator's entries at load time (from the library's
+/// constructor), so no `dlsym` runs inside a `free` called from an unknown
+/// context later.
+pub fn init() {
+    let _ = next_free();
+    let _ = next_realloc();
+    let _ = usable_size(std::ptr::null_mut());
 }
 
 fn usable_size(p: *mut c_void) -> size_t {
     static P: AtomicUsize = AtomicUsize::new(0);
-    let f = next(&P, b"malloc_usable_size\0", libc::malloc_usable_size as *const () as usize);
+    let f = next(
+        &P,
+        b"malloc_usable_size\0",
+        libc::malloc_usable_size as *const () as usize,
+    );
     // SAFETY: the C type of malloc_usable_size(); `p` is a live block of
     // the same allocator as the free/realloc it goes to.
     unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void) -> size_t>(f)(p) }
@@ -185,6 +200,14 @@ macro_rules! memhooks {
     () => {
         mod zn_memhooks {
             use $crate::nix::libc::{c_int, c_void, intptr_t, off_t, size_t};
+            #[used]
+            #[link_section = ".init_array"]
+            static ZN_MEMHOOKS_INIT: extern "C" fn() = {
+                extern "C" fn init() {
+                    $crate::hooks::init();
+                }
+                init
+            };
             /// # Safety
             /// As munmap(2).
             #[no_mangle]

@@ -55,6 +55,11 @@ pub struct Conn {
     cq_budget: u32,
 }
 
+// SAFETY: the CQ's consumer side (`pop`, `arm`, `clear_event`) is only used
+// with `inner` locked; everything else is immutable after `attach` or is the
+// flow's and regions' own thread-safe ioctls.
+unsafe impl Sync for Conn {}
+
 pub enum Io {
     Done(usize),
     Err(Errno),
@@ -249,12 +254,11 @@ impl Conn {
                     g.rx_read += n as u64;
                     // Give the space back once an eighth of the ring is
                     // read, or everything was.
-                    if g.rx_read - g.rx_consumed >= (self.ring.len() / 8) as u64
-                        || g.rx_read == g.rx_end
+                    if (g.rx_read - g.rx_consumed >= (self.ring.len() / 8) as u64
+                        || g.rx_read == g.rx_end)
+                        && self.flow().consume(g.rx_read).is_ok()
                     {
-                        if self.flow().consume(g.rx_read).is_ok() {
-                            g.rx_consumed = g.rx_read;
-                        }
+                        g.rx_consumed = g.rx_read;
                     }
                     self.refresh(&mut g);
                     Stats::add(&state::stats().rx_bytes, n as u64);
@@ -393,7 +397,9 @@ impl Conn {
             let c = (l - skip).min(n - done);
             // SAFETY: the staging range `[off, off + n)` is ours (not
             // posted: beyond `tx_tail`); the source is the caller's buffer.
-            unsafe { std::ptr::copy_nonoverlapping(p.add(skip), self.stage.as_ptr().add(off + done), c) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.add(skip), self.stage.as_ptr().add(off + done), c)
+            };
             skip = 0;
             done += c;
             if done == n {
@@ -511,7 +517,10 @@ impl Drop for Conn {
         }
         // Sends still in TCP keep their regions busy: released with the
         // file then (MR_DEREG EBUSY), see docs/uapi.md.
-        for r in [self.ring_mr.take(), self.stage_mr.take()].into_iter().flatten() {
+        for r in [self.ring_mr.take(), self.stage_mr.take()]
+            .into_iter()
+            .flatten()
+        {
             if let Err((Some(r), _)) = r.deregister() {
                 r.forget();
             }

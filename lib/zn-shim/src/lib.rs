@@ -121,7 +121,13 @@ fn established(fd: c_int) -> bool {
     let mut l = size_of::<libc::tcp_info>() as socklen_t;
     // SAFETY: TCP_INFO into `ti`.
     let r = unsafe {
-        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&raw mut ti).cast(), &mut l)
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut ti).cast(),
+            &mut l,
+        )
     };
     r == 0 && ti.tcpi_state == 1 /* TCP_ESTABLISHED */
 }
@@ -178,7 +184,9 @@ fn ifindex_of(local: std::net::Ipv4Addr) -> Option<u32> {
 fn offload(fd: c_int) {
     let cfg = state::config();
     let st = state::stats();
-    let Some(ty) = sockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE) else { return };
+    let Some(ty) = sockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE) else {
+        return;
+    };
     let dom = sockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN).unwrap_or(0);
     let proto = sockopt(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL).unwrap_or(0);
     if dom != libc::AF_INET && dom != libc::AF_INET6 {
@@ -213,12 +221,19 @@ fn offload(fd: c_int) {
     };
     let on_port = ifindex_of(ip(&local)).is_some_and(|ifx| {
         dev.query()
-            .map(|q| q.ports[..q.num_ports as usize].iter().any(|pt| pt.ifindex == ifx))
+            .map(|q| {
+                q.ports[..q.num_ports as usize]
+                    .iter()
+                    .any(|pt| pt.ifindex == ifx)
+            })
             .unwrap_or(false)
     });
     if !on_port {
         Stats::add(&st.fallback_route, 1);
-        state::log(&format!("fd {fd}: not offloaded: {} is not on a ZeroNIC port", ip(&local)));
+        state::log(&format!(
+            "fd {fd}: not offloaded: {} is not on a ZeroNIC port",
+            ip(&local)
+        ));
         return;
     }
     p.next_id = p.next_id.wrapping_add(1).max(1);
@@ -318,7 +333,12 @@ pub unsafe extern "C" fn accept(fd: c_int, a: *mut sockaddr, l: *mut socklen_t) 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn accept4(fd: c_int, a: *mut sockaddr, l: *mut socklen_t, f: c_int) -> c_int {
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    a: *mut sockaddr,
+    l: *mut socklen_t,
+    f: c_int,
+) -> c_int {
     // SAFETY: passed on.
     let r = unsafe { real_accept4(fd, a, l, f) };
     if r >= 0 {
@@ -366,7 +386,12 @@ pub unsafe extern "C" fn read(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __read_chk(fd: c_int, b: *mut c_void, n: size_t, buflen: size_t) -> ssize_t {
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    b: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+) -> ssize_t {
     if n > buflen {
         // SAFETY: glibc's own abort path for FORTIFY.
         unsafe { libc::abort() };
@@ -384,7 +409,13 @@ pub unsafe extern "C" fn recv(fd: c_int, b: *mut c_void, n: size_t, f: c_int) ->
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __recv_chk(fd: c_int, b: *mut c_void, n: size_t, buflen: size_t, f: c_int) -> ssize_t {
+pub unsafe extern "C" fn __recv_chk(
+    fd: c_int,
+    b: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+    f: c_int,
+) -> ssize_t {
     if n > buflen {
         // SAFETY: FORTIFY's abort.
         unsafe { libc::abort() };
@@ -614,7 +645,12 @@ pub unsafe extern "C" fn sendfile(o: c_int, i: c_int, off: *mut libc::off_t, n: 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn sendfile64(o: c_int, i: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t {
+pub unsafe extern "C" fn sendfile64(
+    o: c_int,
+    i: c_int,
+    off: *mut libc::off_t,
+    n: size_t,
+) -> ssize_t {
     // SAFETY: off_t is 64-bit on x86_64: the same call.
     unsafe { sendfile(o, i, off, n) }
 }
@@ -745,7 +781,12 @@ pub unsafe extern "C" fn poll(f: *mut libc::pollfd, n: libc::nfds_t, t: c_int) -
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __poll_chk(f: *mut libc::pollfd, n: libc::nfds_t, t: c_int, fdslen: size_t) -> c_int {
+pub unsafe extern "C" fn __poll_chk(
+    f: *mut libc::pollfd,
+    n: libc::nfds_t,
+    t: c_int,
+    fdslen: size_t,
+) -> c_int {
     if (fdslen / size_of::<libc::pollfd>()) < n as usize {
         // SAFETY: FORTIFY's abort.
         unsafe { libc::abort() };
@@ -796,13 +837,23 @@ pub unsafe extern "C" fn pselect(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut libc::epoll_event) -> c_int {
+pub unsafe extern "C" fn epoll_ctl(
+    ep: c_int,
+    op: c_int,
+    fd: c_int,
+    ev: *mut libc::epoll_event,
+) -> c_int {
     // SAFETY: the caller's event.
     unsafe { mux::epoll_ctl(ep, op, fd, ev) }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, t: c_int) -> c_int {
+pub unsafe extern "C" fn epoll_wait(
+    ep: c_int,
+    ev: *mut libc::epoll_event,
+    max: c_int,
+    t: c_int,
+) -> c_int {
     // SAFETY: the caller's array.
     unsafe { mux::epoll_wait(ep, ev, max, t, None) }
 }

@@ -140,17 +140,30 @@ pub unsafe fn poll(
         for (p, c) in fds.iter_mut().zip(&conns) {
             match c {
                 Some(c) => {
-                    let want = p.events as u32 & (libc::POLLIN | libc::POLLOUT | libc::POLLRDHUP) as u32;
+                    let want =
+                        p.events as u32 & (libc::POLLIN | libc::POLLOUT | libc::POLLRDHUP) as u32;
                     let r = readiness(c, want);
                     p.revents = r as i16;
                     if r != 0 {
                         ready += 1;
                     }
                     // The socket (HUP/ERR only) and its eventfd.
-                    arr.push(libc::pollfd { fd: p.fd, events: 0, revents: 0 });
-                    arr.push(libc::pollfd { fd: c.eventfd(), events: libc::POLLIN, revents: 0 });
+                    arr.push(libc::pollfd {
+                        fd: p.fd,
+                        events: 0,
+                        revents: 0,
+                    });
+                    arr.push(libc::pollfd {
+                        fd: c.eventfd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
                 }
-                None => arr.push(libc::pollfd { fd: p.fd, events: p.events, revents: 0 }),
+                None => arr.push(libc::pollfd {
+                    fd: p.fd,
+                    events: p.events,
+                    revents: 0,
+                }),
             }
         }
         let to = if ready > 0 { 0 } else { remaining(deadline) };
@@ -166,7 +179,8 @@ pub unsafe fn poll(
                     let hup = arr[i].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL);
                     if arr[i + 1].revents != 0 {
                         woke = true;
-                        let want = p.events as u32 & (libc::POLLIN | libc::POLLOUT | libc::POLLRDHUP) as u32;
+                        let want = p.events as u32
+                            & (libc::POLLIN | libc::POLLOUT | libc::POLLRDHUP) as u32;
                         p.revents = readiness(c, want) as i16;
                     }
                     p.revents |= hup;
@@ -247,7 +261,12 @@ unsafe fn isset(fd: c_int, s: *mut libc::fd_set) -> bool {
     !s.is_null() && unsafe { libc::FD_ISSET(fd, s) }
 }
 
-unsafe fn any_offloaded(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set) -> bool {
+unsafe fn any_offloaded(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+) -> bool {
     if state::ACTIVE.load(Ordering::Relaxed) == 0 {
         return false;
     }
@@ -279,7 +298,11 @@ unsafe fn select_via_poll(
             }
         }
         if ev != 0 {
-            pf.push(libc::pollfd { fd, events: ev, revents: 0 });
+            pf.push(libc::pollfd {
+                fd,
+                events: ev,
+                revents: 0,
+            });
         }
     }
     // SAFETY: our array.
@@ -299,7 +322,8 @@ unsafe fn select_via_poll(
             Errno::set_raw(libc::EBADF);
             return -1;
         }
-        let rd = p.events & libc::POLLIN != 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+        let rd = p.events & libc::POLLIN != 0
+            && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
         let wr = p.events & libc::POLLOUT != 0 && p.revents & (libc::POLLOUT | libc::POLLERR) != 0;
         let ex = p.events & libc::POLLPRI != 0 && p.revents & libc::POLLPRI != 0;
         // SAFETY: the caller's sets.
@@ -350,8 +374,21 @@ fn install(ep: c_int, fd: c_int, reg: &Reg, c: &Conn, op: c_int) -> c_int {
         return r;
     }
     let ev = evt_events(reg);
-    if ctl(ep, libc::EPOLL_CTL_MOD, c.eventfd(), ev, tag(KIND_EVT, c.id)) != 0 {
-        ctl(ep, libc::EPOLL_CTL_ADD, c.eventfd(), ev, tag(KIND_EVT, c.id));
+    if ctl(
+        ep,
+        libc::EPOLL_CTL_MOD,
+        c.eventfd(),
+        ev,
+        tag(KIND_EVT, c.id),
+    ) != 0
+    {
+        ctl(
+            ep,
+            libc::EPOLL_CTL_ADD,
+            c.eventfd(),
+            ev,
+            tag(KIND_EVT, c.id),
+        );
     }
     0
 }
@@ -386,7 +423,16 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
             if op == libc::EPOLL_CTL_DEL {
                 set.remove(&fd);
             } else {
-                set.insert(fd, Reg { events, data, conn: None, last_gen: 0, disabled: false });
+                set.insert(
+                    fd,
+                    Reg {
+                        events,
+                        data,
+                        conn: None,
+                        last_gen: 0,
+                        disabled: false,
+                    },
+                );
             }
         }
         return r;
@@ -413,7 +459,9 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
                 let mut p = state::lock();
                 let set = p.epolls.entry(ep).or_default();
                 set.remove(&fd);
-                let other = set.values().any(|x| x.conn.as_ref().is_some_and(|y| Arc::ptr_eq(y, &c)));
+                let other = set
+                    .values()
+                    .any(|x| x.conn.as_ref().is_some_and(|y| Arc::ptr_eq(y, &c)));
                 drop(p);
                 if !other {
                     ctl(ep, libc::EPOLL_CTL_DEL, c.eventfd(), 0, 0);
@@ -451,7 +499,9 @@ pub fn closed(fd: c_int, c: &Arc<Conn>) {
     let mut eps = Vec::new();
     for (ep, set) in p.epolls.iter_mut() {
         if set.remove(&fd).is_some() {
-            let other = set.values().any(|x| x.conn.as_ref().is_some_and(|y| Arc::ptr_eq(y, c)));
+            let other = set
+                .values()
+                .any(|x| x.conn.as_ref().is_some_and(|y| Arc::ptr_eq(y, c)));
             if !other {
                 eps.push(*ep);
             }
@@ -502,7 +552,12 @@ pub unsafe fn epoll_wait(
         let regs: Vec<(c_int, Reg)> = state::lock()
             .epolls
             .get(&ep)
-            .map(|s| s.iter().filter(|(_, r)| r.conn.is_some()).map(|(f, r)| (*f, r.clone())).collect())
+            .map(|s| {
+                s.iter()
+                    .filter(|(_, r)| r.conn.is_some())
+                    .map(|(f, r)| (*f, r.clone()))
+                    .collect()
+            })
             .unwrap_or_default();
         let mut found: HashMap<c_int, u32> = HashMap::new();
         for (fd, reg) in &regs {
@@ -514,8 +569,16 @@ pub unsafe fn epoll_wait(
         // Room for the kernel's events next to ours, so none is dropped.
         let room = (max as usize).saturating_sub(found.len()).max(1);
         let mut buf = vec![epoll_event { events: 0, u64: 0 }; room];
-        let to = if found.is_empty() { remaining(deadline) } else { 0 };
-        let n = if found.len() >= max as usize { 0 } else { real(buf.as_mut_ptr(), room as c_int, to) };
+        let to = if found.is_empty() {
+            remaining(deadline)
+        } else {
+            0
+        };
+        let n = if found.len() >= max as usize {
+            0
+        } else {
+            real(buf.as_mut_ptr(), room as c_int, to)
+        };
         if n < 0 {
             if !found.is_empty() {
                 break emit(ep, outs, &found, &[]);
@@ -531,7 +594,10 @@ pub unsafe fn epoll_wait(
                 continue;
             }
             let id = (d & 0xffff_ffff) as u32;
-            let Some((fd, reg)) = regs.iter().find(|(_, r)| r.conn.as_ref().is_some_and(|c| c.id == id)) else {
+            let Some((fd, reg)) = regs
+                .iter()
+                .find(|(_, r)| r.conn.as_ref().is_some_and(|c| c.id == id))
+            else {
                 continue;
             };
             if d & KIND_SOCK != 0 {
@@ -574,13 +640,24 @@ fn check(ep: c_int, fd: c_int, reg: &Reg) -> Option<u32> {
             x.disabled = true;
             let xr = x.clone();
             drop(p);
-            ctl(ep, libc::EPOLL_CTL_MOD, c.eventfd(), evt_events(&xr), tag(KIND_EVT, c.id));
+            ctl(
+                ep,
+                libc::EPOLL_CTL_MOD,
+                c.eventfd(),
+                evt_events(&xr),
+                tag(KIND_EVT, c.id),
+            );
         }
     }
     Some(r)
 }
 
-fn emit(ep: c_int, outs: &mut [epoll_event], found: &HashMap<c_int, u32>, plain: &[epoll_event]) -> c_int {
+fn emit(
+    ep: c_int,
+    outs: &mut [epoll_event],
+    found: &HashMap<c_int, u32>,
+    plain: &[epoll_event],
+) -> c_int {
     let p = state::lock();
     let set = p.epolls.get(&ep);
     let mut k = 0;
@@ -591,8 +668,13 @@ fn emit(ep: c_int, outs: &mut [epoll_event], found: &HashMap<c_int, u32>, plain:
         if *ev == 0 {
             continue;
         }
-        let Some(reg) = set.and_then(|s| s.get(fd)) else { continue };
-        outs[k] = epoll_event { events: *ev, u64: reg.data };
+        let Some(reg) = set.and_then(|s| s.get(fd)) else {
+            continue;
+        };
+        outs[k] = epoll_event {
+            events: *ev,
+            u64: reg.data,
+        };
         k += 1;
     }
     for e in plain {

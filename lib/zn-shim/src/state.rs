@@ -51,11 +51,17 @@ fn env_num(name: &str, default: usize) -> usize {
 pub fn config() -> &'static Config {
     static C: OnceLock<Config> = OnceLock::new();
     C.get_or_init(|| {
-        let ring = env_num("ZN_SHIM_RING", 1 << 20).clamp(4096, 1 << 30).next_power_of_two();
+        let ring = env_num("ZN_SHIM_RING", 1 << 20)
+            .clamp(4096, 1 << 30)
+            .next_power_of_two();
         Config {
             enabled: std::env::var("ZN_SHIM").map_or(true, |v| v != "0"),
-            log: std::env::var("ZN_SHIM_LOG").ok().filter(|v| !v.is_empty() && v != "0"),
-            stats: std::env::var("ZN_SHIM_STATS").ok().filter(|v| !v.is_empty()),
+            log: std::env::var("ZN_SHIM_LOG")
+                .ok()
+                .filter(|v| !v.is_empty() && v != "0"),
+            stats: std::env::var("ZN_SHIM_STATS")
+                .ok()
+                .filter(|v| !v.is_empty()),
             zc_threshold: env_num("ZN_SHIM_ZC_THRESHOLD", 64 << 10).max(1),
             ring,
             staging: env_num("ZN_SHIM_STAGING", 1 << 20).max(4096),
@@ -202,7 +208,9 @@ pub fn inherited(fd: i32) -> bool {
     }
     // SAFETY: leaked, never freed.
     let m = unsafe { &*p };
-    m.try_lock().map(|g| g.fds.contains_key(&fd)).unwrap_or(false)
+    m.try_lock()
+        .map(|g| g.fds.contains_key(&fd))
+        .unwrap_or(false)
 }
 
 pub fn lock() -> std::sync::MutexGuard<'static, Proc> {
@@ -238,12 +246,18 @@ pub fn conn_of(fd: i32) -> Option<Arc<Conn>> {
 }
 
 pub fn log(msg: &str) {
-    let Some(dest) = config().log.as_deref() else { return };
+    let Some(dest) = config().log.as_deref() else {
+        return;
+    };
     let line = format!("zn-shim[{}]: {msg}\n", pid());
     if dest == "1" || dest == "-" {
         // SAFETY: writing a buffer to stderr.
         unsafe { real_write(2, line.as_ptr().cast(), line.len()) };
-    } else if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dest) {
+    } else if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dest)
+    {
         use std::io::Write;
         let _ = f.write_all(line.as_bytes());
     }
@@ -289,7 +303,11 @@ pub extern "C" fn at_exit() {
         if dest == "-" {
             // SAFETY: writing a buffer to stderr.
             unsafe { real_write(2, line.as_ptr().cast(), line.len()) };
-        } else if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dest) {
+        } else if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dest)
+        {
             use std::io::Write;
             let _ = f.write_all(line.as_bytes());
         }
