@@ -705,7 +705,18 @@ impl Cq {
 
     /// Resets the eventfd's counter (nothing if it was not signalled).
     pub fn clear_event(&self) {
-        let _ = self.efd.read();
+        let mut v = 0u64;
+        // The system call itself, not libc's `read`: an `LD_PRELOAD` shim
+        // interposing `read` may call this with its own locks held.
+        // SAFETY: an 8-byte read from the CQ's (non-blocking) eventfd.
+        let _ = unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_read,
+                self.efd.as_raw_fd(),
+                &raw mut v,
+                8usize,
+            )
+        };
     }
 
     /// Sleeps until the CQ may hold an entry or `timeout` passes (`None`:

@@ -36,8 +36,10 @@ pub struct Inner {
     zc_next: u64,
     /// `shutdown(SHUT_WR)` done.
     pub shut_wr: bool,
-    /// Something changed (edge-triggered readiness).
+    /// Receive side changed: bytes, EOF, error (edge-triggered EPOLLIN).
     pub gen: u64,
+    /// Send space came back (edge-triggered EPOLLOUT).
+    pub tx_gen: u64,
     /// The eventfd is kept readable by us because bytes are waiting.
     evt_set: bool,
 }
@@ -121,7 +123,11 @@ impl Conn {
     fn process(&self, g: &mut Inner) {
         let mut any = false;
         while let Some(e) = self.cq.pop() {
-            any = true;
+            if e.opcode == zn::CQE_SEND {
+                g.tx_gen += 1;
+            } else {
+                any = true;
+            }
             match e.opcode {
                 zn::CQE_STREAM_DATA => {
                     g.rx_end = g.rx_end.max(e.stream_off + u64::from(e.len));

@@ -182,6 +182,9 @@ fn ifindex_of(local: std::net::Ipv4Addr) -> Option<u32> {
 
 /// Tries to offload the connected socket `fd`; counts why not.
 fn offload(fd: c_int) {
+    if state::conn_of(fd).is_some() {
+        return; // connect() again after a completed non-blocking connect
+    }
     let cfg = state::config();
     let st = state::stats();
     let Some(ty) = sockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE) else {
@@ -238,9 +241,12 @@ fn offload(fd: c_int) {
     }
     p.next_id = p.next_id.wrapping_add(1).max(1);
     let id = p.next_id;
+    // Not across the attach: it calls into libc, whose wrappers take it.
+    drop(p);
     match Conn::attach(&dev, fd, id) {
         Ok(c) => {
             let c = Arc::new(c);
+            let mut p = state::lock();
             p.fds.insert(fd, c.clone());
             p.by_id.insert(id, c.clone());
             drop(p);

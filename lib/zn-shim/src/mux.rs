@@ -51,6 +51,7 @@ pub struct Reg {
     data: u64,
     conn: Option<Arc<Conn>>,
     last_gen: u64,
+    last_tx_gen: u64,
     disabled: bool,
 }
 
@@ -430,6 +431,7 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
                         data,
                         conn: None,
                         last_gen: 0,
+                        last_tx_gen: 0,
                         disabled: false,
                     },
                 );
@@ -444,6 +446,7 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
                 data,
                 conn: Some(c.clone()),
                 last_gen: u64::MAX,
+                last_tx_gen: u64::MAX,
                 disabled: false,
             };
             let r = install(ep, fd, &reg, &c, op);
@@ -483,6 +486,7 @@ pub fn attached(fd: c_int, c: &Arc<Conn>) {
         if let Some(reg) = set.get_mut(&fd) {
             reg.conn = Some(c.clone());
             reg.last_gen = u64::MAX;
+            reg.last_tx_gen = u64::MAX;
             todo.push((*ep, reg.clone()));
         }
     }
@@ -628,14 +632,31 @@ fn check(ep: c_int, fd: c_int, reg: &Reg) -> Option<u32> {
     if r == 0 {
         return None;
     }
-    let gen = c.lock().gen;
+    let (gen, tx_gen) = {
+        let g = c.lock();
+        (g.gen, g.tx_gen)
+    };
     let et = reg.events & libc::EPOLLET as u32 != 0;
-    if et && gen == reg.last_gen {
-        return None;
+    let mut r = r;
+    if et {
+        // An edge per change: new bytes (or EOF, error) for EPOLLIN, send
+        // space come back for EPOLLOUT.
+        let rd = (libc::EPOLLIN | libc::EPOLLRDNORM | libc::EPOLLRDHUP) as u32;
+        let wr = (libc::EPOLLOUT | libc::EPOLLWRNORM) as u32;
+        if gen == reg.last_gen {
+            r &= !rd;
+        }
+        if tx_gen == reg.last_tx_gen {
+            r &= !wr;
+        }
+        if r == 0 {
+            return None;
+        }
     }
     let mut p = state::lock();
     if let Some(x) = p.epolls.get_mut(&ep).and_then(|s| s.get_mut(&fd)) {
         x.last_gen = gen;
+        x.last_tx_gen = tx_gen;
         if x.events & libc::EPOLLONESHOT as u32 != 0 {
             x.disabled = true;
             let xr = x.clone();
