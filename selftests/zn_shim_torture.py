@@ -244,6 +244,8 @@ def client(addr, port):
             except OSError as e:
                 if e.errno != errno.EOPNOTSUPP:
                     rc = 3
+            # The file (and its O_NONBLOCK) is shared with the parent.
+            os.set_blocking(s.fileno(), True)
             os.close(s.fileno())
             # A new connection of the child is its own.
             try:
