@@ -1,0 +1,315 @@
+//! Process-wide state of the shim: configuration (environment), counters,
+//! the `/dev/zeronic` device and registration cache, the table of
+//! offloaded file descriptors, and the real libc functions.
+
+use crate::conn::Conn;
+use nix::libc::{self, c_int};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use zn::cache::RegCache;
+use zn::Device;
+
+/// Tunables, from the environment at the first use (`docs/shim.md`).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `ZN_SHIM=0`: pass everything through.
+    pub enabled: bool,
+    /// `ZN_SHIM_LOG=1`: a line on stderr per offloaded connection and per
+    /// fallback; `ZN_SHIM_LOG=path` appends them to that file.
+    pub log: Option<String>,
+    /// `ZN_SHIM_STATS=path`: the counters at exit (`-`: stderr).
+    pub stats: Option<String>,
+    /// `ZN_SHIM_ZC_THRESHOLD` (bytes, default 65536): blocking sends of at
+    /// least this many bytes go zero-copy from the caller's memory.
+    pub zc_threshold: usize,
+    /// `ZN_SHIM_RING` (bytes, power of two, default 1 MiB): receive ring.
+    pub ring: usize,
+    /// `ZN_SHIM_STAGING` (bytes, default 1 MiB): send staging memory.
+    pub staging: usize,
+    /// `ZN_SHIM_CQ` (entries, default 1024).
+    pub cq_entries: u32,
+    /// `ZN_SHIM_NIC` (default 0).
+    pub nic: u32,
+}
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| {
+            let v = v.trim();
+            let (n, m) = match v.as_bytes().last() {
+                Some(b'k' | b'K') => (&v[..v.len() - 1], 1 << 10),
+                Some(b'm' | b'M') => (&v[..v.len() - 1], 1 << 20),
+                _ => (v, 1),
+            };
+            n.parse::<usize>().ok().map(|x| x * m)
+        })
+        .unwrap_or(default)
+}
+
+pub fn config() -> &'static Config {
+    static C: OnceLock<Config> = OnceLock::new();
+    C.get_or_init(|| {
+        let ring = env_num("ZN_SHIM_RING", 1 << 20)
+            .clamp(4096, 1 << 30)
+            .next_power_of_two();
+        Config {
+            enabled: std::env::var("ZN_SHIM").map_or(true, |v| v != "0"),
+            log: std::env::var("ZN_SHIM_LOG")
+                .ok()
+                .filter(|v| !v.is_empty() && v != "0"),
+            stats: std::env::var("ZN_SHIM_STATS")
+                .ok()
+                .filter(|v| !v.is_empty()),
+            zc_threshold: env_num("ZN_SHIM_ZC_THRESHOLD", 64 << 10).max(1),
+            ring,
+            staging: env_num("ZN_SHIM_STAGING", 1 << 20).max(4096),
+            cq_entries: env_num("ZN_SHIM_CQ", 1024) as u32,
+            nic: env_num("ZN_SHIM_NIC", 0) as u32,
+        }
+    })
+}
+
+/// Per-process counters (`ZN_SHIM_STATS`).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub offloaded: AtomicU64,
+    pub open_conns: AtomicU64,
+    pub fallback_disabled: AtomicU64,
+    pub fallback_not_tcp: AtomicU64,
+    pub fallback_not_ipv4: AtomicU64,
+    pub fallback_loopback: AtomicU64,
+    pub fallback_no_device: AtomicU64,
+    pub fallback_route: AtomicU64,
+    pub fallback_attach_error: AtomicU64,
+    pub fallback_not_established: AtomicU64,
+    pub inherited_use: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    pub tx_staged_sends: AtomicU64,
+    pub tx_zc_sends: AtomicU64,
+    pub tx_zc_bytes: AtomicU64,
+    pub rx_copied_completions: AtomicU64,
+    pub sendfile_bytes: AtomicU64,
+    pub unsupported_calls: AtomicU64,
+}
+
+impl Stats {
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn sub(c: &AtomicU64, n: u64) {
+        c.fetch_sub(n, Ordering::Relaxed);
+    }
+    pub fn render(&self) -> String {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        format!(
+            "zn-shim pid {}: offloaded {} open {} fallback disabled {} not_tcp {} not_ipv4 {} loopback {} no_device {} route {} attach_error {} not_established {} inherited_use {} unsupported {} rx_bytes {} tx_bytes {} tx_staged_sends {} tx_zc_sends {} tx_zc_bytes {} sendfile_bytes {} rx_copied_completions {}",
+            pid(),
+            g(&self.offloaded),
+            g(&self.open_conns),
+            g(&self.fallback_disabled),
+            g(&self.fallback_not_tcp),
+            g(&self.fallback_not_ipv4),
+            g(&self.fallback_loopback),
+            g(&self.fallback_no_device),
+            g(&self.fallback_route),
+            g(&self.fallback_attach_error),
+            g(&self.fallback_not_established),
+            g(&self.inherited_use),
+            g(&self.unsupported_calls),
+            g(&self.rx_bytes),
+            g(&self.tx_bytes),
+            g(&self.tx_staged_sends),
+            g(&self.tx_zc_sends),
+            g(&self.tx_zc_bytes),
+            g(&self.sendfile_bytes),
+            g(&self.rx_copied_completions),
+        )
+    }
+}
+
+pub fn stats() -> &'static Stats {
+    static S: OnceLock<Stats> = OnceLock::new();
+    S.get_or_init(Stats::default)
+}
+
+/// What belongs to one process: after `fork()` the child starts over (its
+/// copy is leaked, never used: the flows and regions are the parent's).
+#[derive(Default)]
+pub struct Proc {
+    pub dev: Option<Arc<Device>>,
+    pub dev_failed: bool,
+    pub cache: Option<Arc<RegCache>>,
+    /// fd -> connection (dup'd fds share it).
+    pub fds: HashMap<i32, Arc<Conn>>,
+    /// Connections by id (epoll tags).
+    pub by_id: HashMap<u32, Arc<Conn>>,
+    /// Non-blocking connects in progress: attach once established.
+    pub pending: std::collections::HashSet<i32>,
+    pub next_id: u32,
+    /// epoll fd -> registered fd -> registration (offloaded and pending
+    /// fds only).
+    pub epolls: HashMap<i32, HashMap<i32, crate::mux::Reg>>,
+}
+
+static PID: AtomicI32 = AtomicI32::new(0);
+static PROC: AtomicPtr<Mutex<Proc>> = AtomicPtr::new(std::ptr::null_mut());
+/// Offloaded or pending fds in this process: the wrappers' fast path.
+pub static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+pub fn pid() -> i32 {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+/// This process's state; a new one in a forked child.
+pub fn proc_() -> &'static Mutex<Proc> {
+    let me = pid();
+    let p = PROC.load(Ordering::Acquire);
+    if !p.is_null() && PID.load(Ordering::Acquire) == me {
+        // SAFETY: published below, never freed (leaked on purpose).
+        return unsafe { &*p };
+    }
+    let fresh = Box::into_raw(Box::new(Mutex::new(Proc::default())));
+    match PROC.compare_exchange(p, fresh, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            PID.store(me, Ordering::Release);
+            if !p.is_null() {
+                // A forked child: what the parent had is not ours. The old
+                // state is leaked (its lock may be held by a thread that
+                // does not exist here); its fds stay plain sockets whose
+                // data calls fail (counted as inherited_use).
+                ACTIVE.store(0, Ordering::Relaxed);
+                zn::cache::forget_all_after_fork();
+                INHERITED.store(p, Ordering::Release);
+            }
+            // SAFETY: just published.
+            unsafe { &*fresh }
+        }
+        Err(cur) => {
+            // SAFETY: `fresh` was never shared.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: published by the winner.
+            unsafe { &*cur }
+        }
+    }
+}
+
+/// The parent's state as a forked child inherited it (read with try_lock).
+pub static INHERITED: AtomicPtr<Mutex<Proc>> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Whether `fd` was an offloaded connection of the parent (in a child).
+pub fn inherited(fd: i32) -> bool {
+    let p = INHERITED.load(Ordering::Acquire);
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: leaked, never freed.
+    let m = unsafe { &*p };
+    m.try_lock()
+        .map(|g| g.fds.contains_key(&fd))
+        .unwrap_or(false)
+}
+
+pub fn lock() -> std::sync::MutexGuard<'static, Proc> {
+    proc_().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The device (opened at the first offload of this process).
+pub fn device(p: &mut Proc) -> Option<Arc<Device>> {
+    if p.dev.is_none() && !p.dev_failed {
+        match Device::open(config().nic) {
+            Ok(d) => {
+                p.cache = Some(Arc::new(RegCache::new(d.clone(), 256)));
+                p.dev = Some(d);
+            }
+            Err(e) => {
+                p.dev_failed = true;
+                log(&format!("no offload: {e}"));
+            }
+        }
+    }
+    p.dev.clone()
+}
+
+pub fn cache() -> Option<Arc<RegCache>> {
+    lock().cache.clone()
+}
+
+pub fn conn_of(fd: i32) -> Option<Arc<Conn>> {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    lock().fds.get(&fd).cloned()
+}
+
+pub fn log(msg: &str) {
+    let Some(dest) = config().log.as_deref() else {
+        return;
+    };
+    let line = format!("zn-shim[{}]: {msg}\n", pid());
+    if dest == "1" || dest == "-" {
+        // SAFETY: writing a buffer to stderr.
+        unsafe { real_write(2, line.as_ptr().cast(), line.len()) };
+    } else if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dest)
+    {
+        use std::io::Write;
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+pub fn signal_eventfd(fd: c_int) {
+    let one: u64 = 1;
+    // SAFETY: an 8-byte write to an eventfd we own.
+    unsafe { real_write(fd, (&raw const one).cast(), 8) };
+}
+
+/// Resolves the next definition of a libc function (`RTLD_NEXT`), once.
+macro_rules! real_fn {
+    ($vis:vis fn $name:ident = $sym:literal ($($a:ident: $t:ty),*) -> $r:ty) => {
+        /// The real function behind the shim's wrapper.
+        ///
+        /// # Safety
+        /// As the libc function.
+        $vis unsafe fn $name($($a: $t),*) -> $r {
+            static P: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
+            let mut p = P.load(::std::sync::atomic::Ordering::Relaxed);
+            if p == 0 {
+                // SAFETY: dlsym with a NUL-terminated name.
+                p = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($sym, "\0").as_ptr().cast()) } as usize;
+                P.store(p, ::std::sync::atomic::Ordering::Relaxed);
+            }
+            assert!(p != 0, concat!("zn-shim: no ", $sym));
+            // SAFETY: the symbol's C type, as declared by libc.
+            let f: unsafe extern "C" fn($($t),*) -> $r = unsafe { std::mem::transmute(p) };
+            // SAFETY: the caller's contract.
+            unsafe { f($($a),*) }
+        }
+    };
+}
+pub(crate) use real_fn;
+
+real_fn!(pub fn real_write = "write" (fd: c_int, b: *const libc::c_void, n: usize) -> isize);
+real_fn!(pub fn real_poll = "poll" (f: *mut libc::pollfd, n: libc::nfds_t, t: c_int) -> c_int);
+
+pub extern "C" fn at_exit() {
+    if let Some(dest) = config().stats.as_deref() {
+        let line = format!("{}\n", stats().render());
+        if dest == "-" {
+            // SAFETY: writing a buffer to stderr.
+            unsafe { real_write(2, line.as_ptr().cast(), line.len()) };
+        } else if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dest)
+        {
+            use std::io::Write;
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}

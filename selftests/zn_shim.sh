@@ -1,0 +1,309 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Unmodified applications over the LD_PRELOAD shim (target/release/
+# libzn_shim.so, docs/shim.md), topology two-port: servers on side b,
+# clients on side a, each run once with the shim on both ends and once
+# without. Every case checks the application's own correctness (iperf3:
+# bytes received = bytes sent; redis: values read back equal, byte for
+# byte, what was written) and that the offload carried the bytes: the
+# shim's per-process counters (ZN_SHIM_STATS) show the connections
+# offloaded and the ports' ethtool counters zc_rx_placed_bytes and
+# zc_tx_merged_bytes grew by at least the application's payload. Each case
+# prints throughput (or requests/s) with and without the shim and the
+# guest's CPU seconds per GiB moved (system-wide, /proc/stat).
+#
+# ZN_SHIM_SECS: seconds per iperf3 run (default 5).
+set -u
+. "$(dirname "$0")/lib.sh"
+
+case "${ZN_TOPOLOGY:-}" in
+two-port) ;;
+*) ktap_print_header; ktap_skip_all "needs topology two-port (ZN_TOPOLOGY=${ZN_TOPOLOGY:-})"; exit "$KSFT_SKIP" ;;
+esac
+
+. "$(dirname "$0")/net_lib.sh"
+
+SHIM=$ZN_ROOT/target/release/libzn_shim.so
+SECS=${ZN_SHIM_SECS:-5}
+
+zn_load
+zn_net_start 8
+
+[ -e "$SHIM" ] || ktap_exit_fail_msg "no $SHIM (cargo build --release --workspace)"
+
+TMPD=$(mktemp -d)
+REDIS_PIDS=()
+cleanup() {
+	local p
+	for p in "${REDIS_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	rm -rf "$TMPD"
+}
+trap cleanup EXIT
+ADDR_B=${ZN_ADDR_B%/*}
+
+# busy: the guest's non-idle CPU seconds so far (all CPUs, /proc/stat).
+busy() {
+	awk '$1 == "cpu" { hz = 100; print ($2 + $3 + $4 + $7 + $8) / hz }' /proc/stat
+}
+
+# zcstat SIDE NAME: an ethtool -S counter of that side's port.
+zcstat() {
+	zn_in "$1" ethtool -S "$(zn_side_if "$1")" | awk -v n="$2:" '$1 == n { print $2 }'
+}
+
+# offload_counters: "placed merged" summed over both ports.
+offload_counters() {
+	echo $(( $(zcstat a zc_rx_placed_bytes) + $(zcstat b zc_rx_placed_bytes) )) \
+		$(( $(zcstat a zc_tx_merged_bytes) + $(zcstat b zc_tx_merged_bytes) ))
+}
+
+# shimstat FILE KEY: the sum of KEY over the shim's exit reports in FILE.
+shimstat() {
+	awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) s += $(i + 1) } END { print s + 0 }' "$1" 2>/dev/null
+}
+
+# pre SHIM(0|1) NAME: the command prefix of a run with or without the shim.
+pre() {
+	if [ "$1" = 1 ]; then
+		echo env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/$2.stats" ZN_SHIM_LOG="$TMPD/$2.log"
+	else
+		echo env
+	fi
+}
+
+# iperf SHIM NAME PORT [iperf3 client options]: one iperf3 run; prints
+# "GBITS BYTES CPU_S_PER_GIB" or fails.
+iperf() {
+	local shim=$1 name=$2 port=$3 spid b0 b1 out ZN_PFX
+	shift 3
+	zn_pfx b
+	# shellcheck disable=SC2046 # the prefix words
+	"${ZN_PFX[@]}" timeout -k 5 $((SECS + 100)) $(pre "$shim" "$name") iperf3 -s -1 -B "$ADDR_B" -p "$port" >"$TMPD/$name.srv" 2>&1 &
+	spid=$!
+	zn_wait_listen b "$port" || { kill "$spid"; return 1; }
+	b0=$(busy)
+	# shellcheck disable=SC2046
+	zn_in a timeout -k 5 $((SECS + 60)) $(pre "$shim" "$name") iperf3 -c "$ADDR_B" -p "$port" -t "$SECS" -J "$@" \
+		>"$TMPD/$name.json" 2>"$TMPD/$name.err" || { cat "$TMPD/$name.err" "$TMPD/$name.json" | tail -20; kill "$spid"; return 1; }
+	wait "$spid" || { echo "iperf3 server failed:"; tail -5 "$TMPD/$name.srv"; return 1; }
+	b1=$(busy)
+	python3 - "$TMPD/$name.json" "$b0" "$b1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+if "error" in r:
+    sys.exit("iperf3: " + r["error"])
+s, rcv = r["end"]["sum_sent"], r["end"]["sum_received"]
+# iperf3 stops counting at the end of the test: bytes still in flight
+# then are sent but not received, with or without the shim.
+if rcv["bytes"] <= 0 or rcv["bytes"] > s["bytes"]:
+    sys.exit("sent %d bytes, received %d" % (s["bytes"], rcv["bytes"]))
+cpu = float(sys.argv[3]) - float(sys.argv[2])
+print("%.3f %d %.1f" % (rcv["bits_per_second"] / 1e9, rcv["bytes"], cpu / (rcv["bytes"] / 2**30)))
+PY
+}
+
+# iperf_case NAME PORT [options]: with and without the shim.
+iperf_case() {
+	local name=$1 port=$2 with without c0 c1 placed merged off
+	shift 2
+	without=$(iperf 0 "$name-plain" "$port" "$@") || { echo "without the shim: $without"; return 1; }
+	c0=$(offload_counters)
+	with=$(iperf 1 "$name-shim" $((port + 1)) "$@") || { echo "with the shim: $with"; cat "$TMPD/$name-shim.log" 2>/dev/null | tail; return 1; }
+	c1=$(offload_counters)
+	set -- $c0 $c1
+	placed=$(($3 - $1)) merged=$(($4 - $2))
+	off=$(shimstat "$TMPD/$name-shim.stats" offloaded)
+	zn_diag "$name: without shim ${without% *} (Gbit/s bytes), CPU ${without##* } s/GiB; with shim ${with% *}, CPU ${with##* } s/GiB; placed $placed merged $merged; offloaded connections $off"
+	zn_diag "$name: shim counters: $(tr '\n' ';' <"$TMPD/$name-shim.stats")"
+	set -- $with
+	[ "$off" -ge 2 ] || { echo "only $off connections offloaded"; return 1; }
+	[ "$placed" -ge "$2" ] || { echo "placed $placed < iperf3's $2 bytes"; return 1; }
+	[ "$merged" -ge "$2" ] || { echo "merged $merged < iperf3's $2 bytes"; return 1; }
+}
+
+zn_case "iperf3 (select, read/write) over the shim, with vs without" iperf_case iperf 5401
+zn_case "iperf3 -Z (sendfile) over the shim, with vs without" iperf_case iperfz 5411 -Z
+zn_case "iperf3 -R (server sends) over the shim, with vs without" iperf_case iperfr 5421 -R
+
+# redis_start SHIM NAME PORT: a redis-server on side b (no persistence
+# files outside $TMPD).
+redis_start() {
+	local ZN_PFX
+	zn_pfx b
+	# shellcheck disable=SC2046
+	"${ZN_PFX[@]}" timeout 900 $(pre "$1" "$2") redis-server --bind "$ADDR_B" --port "$3" --protected-mode no \
+		--save '' --appendonly no --dir "$TMPD" --dbfilename "$2.rdb" >"$TMPD/$2.srv" 2>&1 &
+	REDIS_PIDS+=($!)
+	zn_wait_listen b "$3"
+}
+
+# redis_bench SHIM NAME PORT: redis-benchmark SET/GET at 3 B, 1 KiB, 64 KiB
+# (plain and -P 16); prints "size:rps_set/rps_get ..." and checks a 1 MiB
+# value written and read back through redis-cli, and a BGSAVE under load.
+redis_run() {
+	local shim=$1 name=$2 port=$3 out d p n res="" b0 b1 h1 h2 ZN_PFX
+	redis_start "$shim" "$name" "$port" || return 1
+	b0=$(busy)
+	for d in 3 1024 65536; do
+		for p in 1 16; do
+			# 64 KiB values: fewer requests (TCG).
+			n=2000
+			[ "$d" -le 1024 ] || n=400
+			# shellcheck disable=SC2046
+			out=$(zn_in a timeout -k 5 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" \
+				-t set,get -n "$n" -c 8 -d "$d" -P "$p" -q --csv 2>&1) || { echo "redis-benchmark -d $d -P $p: $out"; return 1; }
+			res+=" d$d/P$p:$(echo "$out" | awk -F'"' '/^"SET"/ { s = $4 } /^"GET"/ { g = $4 } END { printf "%s/%s", s, g }')"
+		done
+	done
+	b1=$(busy)
+	# A 1 MiB value, and a BGSAVE (fork) while a benchmark runs.
+	head -c 1048576 /dev/urandom | base64 -w0 >"$TMPD/$name.val"
+	h1=$(sha256sum <"$TMPD/$name.val" | cut -d' ' -f1)
+	# shellcheck disable=SC2046
+	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" -x SET big <"$TMPD/$name.val" >/dev/null || { echo "SET big failed"; return 1; }
+	# shellcheck disable=SC2046
+	zn_in a timeout -k 5 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" -t set -n 3000 -c 4 -d 1024 -q >/dev/null 2>&1 &
+	local bpid=$!
+	# shellcheck disable=SC2046
+	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" BGSAVE >/dev/null || { echo "BGSAVE failed"; return 1; }
+	wait "$bpid" || { echo "benchmark during BGSAVE failed"; return 1; }
+	# shellcheck disable=SC2046
+	h2=$(zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" --raw GET big | head -c -1 | sha256sum | cut -d' ' -f1)
+	[ "$h1" = "$h2" ] || { echo "1 MiB value read back differs ($h1 vs $h2)"; return 1; }
+	for _ in $(seq 50); do
+		[ -s "$TMPD/$name.rdb" ] && break
+		sleep 0.2
+	done
+	[ -s "$TMPD/$name.rdb" ] || { echo "BGSAVE wrote no $name.rdb"; return 1; }
+	# shellcheck disable=SC2046
+	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1
+	echo "$res cpu $(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.1f", b - a }')s"
+}
+
+redis_case() {
+	local without with c0 c1 off
+	without=$(redis_run 0 redis-plain 6400) || { echo "without the shim: $without"; return 1; }
+	c0=$(offload_counters)
+	with=$(redis_run 1 redis-shim 6401) || { echo "with the shim: $with"; tail "$TMPD/redis-shim.log" "$TMPD/redis-shim-cli.log" 2>/dev/null; return 1; }
+	c1=$(offload_counters)
+	set -- $c0 $c1
+	off=$(shimstat "$TMPD/redis-shim.stats" offloaded)
+	zn_diag "redis requests/s SET/GET without shim:$without"
+	zn_diag "redis requests/s SET/GET with shim:   $with"
+	zn_diag "redis: placed $(($3 - $1)) merged $(($4 - $2)); server offloaded $off connections; server counters: $(tr '\n' ';' <"$TMPD/redis-shim.stats")"
+	[ "$off" -ge 8 ] || { echo "server offloaded only $off connections"; return 1; }
+	[ $(($3 - $1)) -ge $((800 * 65536)) ] || { echo "placed $(($3 - $1)) < the 64 KiB SETs' payload"; return 1; }
+}
+zn_case "redis-server + redis-benchmark (epoll, accept4, BGSAVE fork) over the shim, with vs without" redis_case
+
+# nginx_run SHIM NAME PORT: nginx (sendfile on, epoll, FIONBIO, a worker
+# process) on side b serving a 16 MiB file; curl fetches it (SHA-256
+# checked), then wrk measures requests/s for a 4 KiB file. Prints
+# "MIB_S RPS CPU_S_PER_GIB".
+nginx_run() {
+	local shim=$1 name=$2 port=$3 d=$TMPD/$2 npid h1 h2 b0 b1 t0 t1 rps ZN_PFX
+	mkdir -p "$d/www" "$d/tmp"
+	[ -e "$TMPD/big" ] || head -c $((16 << 20)) /dev/urandom >"$TMPD/big"
+	cp "$TMPD/big" "$d/www/big"
+	head -c 4096 /dev/urandom >"$d/www/small"
+	cat >"$d/nginx.conf" <<CONF
+daemon off;
+master_process on;
+worker_processes 1;
+user root;
+pid $d/nginx.pid;
+error_log $d/error.log;
+events { use epoll; }
+http {
+	sendfile on;
+	access_log off;
+	client_body_temp_path $d/tmp;
+	server {
+		listen $ADDR_B:$port;
+		root $d/www;
+	}
+}
+CONF
+	zn_pfx b
+	# shellcheck disable=SC2046
+	"${ZN_PFX[@]}" timeout 600 $(pre "$shim" "$name") nginx -e "$d/error.log" -p "$d" -c "$d/nginx.conf" >"$d/out" 2>&1 &
+	npid=$!
+	zn_wait_listen b "$port" || { cat "$d/out" "$d/error.log"; kill "$npid"; return 1; }
+	h1=$(sha256sum <"$TMPD/big" | cut -d' ' -f1)
+	b0=$(busy)
+	t0=$(zn_now)
+	# shellcheck disable=SC2046
+	h2=$(zn_in a timeout -k 5 300 $(pre "$shim" "$name-cli") curl -sS "http://$ADDR_B:$port/big" | sha256sum | cut -d' ' -f1)
+	t1=$(zn_now)
+	b1=$(busy)
+	# shellcheck disable=SC2046
+	rps=$(zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") wrk -t1 -c4 -d3s "http://$ADDR_B:$port/small" 2>&1 |
+		awk '/^Requests\/sec:/ { print $2 }')
+	kill -QUIT "$npid" 2>/dev/null
+	wait "$npid" 2>/dev/null
+	[ "$h1" = "$h2" ] || { echo "curl's 16 MiB differ from the file ($h2 vs $h1)"; tail -5 "$d/error.log"; return 1; }
+	[ -n "$rps" ] || { echo "wrk measured nothing"; return 1; }
+	awk -v a="$t0" -v b="$t1" -v c0="$b0" -v c1="$b1" -v r="$rps" \
+		'BEGIN { printf "%.1f %s %.1f", 16 / (b - a), r, (c1 - c0) / (16 / 1024) }'
+}
+
+nginx_case() {
+	local without with c0 c1 off
+	without=$(nginx_run 0 nginx-plain 8080) || { echo "without the shim: $without"; return 1; }
+	c0=$(offload_counters)
+	with=$(nginx_run 1 nginx-shim 8081) || { echo "with the shim: $with"; tail "$TMPD/nginx-shim.log" 2>/dev/null; return 1; }
+	c1=$(offload_counters)
+	set -- $c0 $c1
+	off=$(shimstat "$TMPD/nginx-shim.stats" offloaded)
+	zn_diag "nginx: without shim ${without} (curl MiB/s, wrk 4 KiB requests/s, CPU s/GiB of the curl); with shim ${with}; placed $(($3 - $1)) merged $(($4 - $2)); offloaded $off"
+	zn_diag "nginx: shim counters: $(tr '\n' ';' <"$TMPD/nginx-shim.stats")"
+	[ "$off" -ge 2 ] || { echo "nginx offloaded only $off connections"; return 1; }
+	[ $(($3 - $1)) -ge $((16 << 20)) ] || { echo "placed $(($3 - $1)) < 16 MiB"; return 1; }
+	[ $(($4 - $2)) -ge $((16 << 20)) ] || { echo "merged $(($4 - $2)) < 16 MiB"; return 1; }
+}
+zn_case "nginx (sendfile, epoll, worker fork) + curl (16 MiB, SHA-256) and wrk over the shim, with vs without" nginx_case
+
+# The socket semantics of docs/shim.md, case by case (zn_shim_torture.py).
+torture_case() {
+	local spid rc=0 ZN_PFX t=$ZN_ROOT/selftests/zn_shim_torture.py
+	zn_pfx b
+	"${ZN_PFX[@]}" env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-srv.stats" timeout -k 5 300 python3 "$t" server "$ADDR_B" 5501 \
+		>"$TMPD/torture.srv" 2>&1 &
+	spid=$!
+	zn_wait_listen b 5501 || { kill "$spid"; return 1; }
+	zn_in a env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-cli.stats" timeout -k 5 240 python3 "$t" client "$ADDR_B" 5501 \
+		>"$TMPD/torture.cli" 2>&1 || rc=1
+	wait "$spid" || rc=1
+	sed 's/^/# /' "$TMPD/torture.cli" >&3
+	[ "$rc" = 0 ] || { cat "$TMPD/torture.srv"; return 1; }
+	[ "$(shimstat "$TMPD/torture-srv.stats" offloaded)" -ge 10 ] || { echo "server offloaded $(shimstat "$TMPD/torture-srv.stats" offloaded) connections"; return 1; }
+}
+zn_case "fork, dup/dup2/F_DUPFD, SCM_RIGHTS, O_NONBLOCK/FIONBIO, select/poll/epoll (ET, ONESHOT, nested), half-close, EOF, ECONNRESET, EINTR" torture_case
+
+# Fallbacks: loopback connections pass through, counted.
+loopback_case() {
+	local out
+	out=$(zn_in b env LD_PRELOAD="$SHIM" ZN_SHIM_STATS=- python3 -c '
+import socket, threading
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+def srv():
+    c, _ = s.accept(); c.sendall(c.recv(100) * 2); c.close()
+threading.Thread(target=srv).start()
+c = socket.create_connection(("127.0.0.1", s.getsockname()[1])); c.sendall(b"zn"); print(c.recv(100))
+' 2>&1)
+	echo "$out" | grep -q "b'znzn'" || { echo "$out"; return 1; }
+	echo "$out" | grep -q "offloaded 0 .*loopback 2" || { echo "$out"; return 1; }
+}
+zn_case "loopback TCP passes through, both ends counted as loopback fallbacks" loopback_case
+
+disabled_case() {
+	local out
+	out=$(iperf 1 iperf-off 5431 -t 1) || { echo "$out"; return 1; }
+	[ "$(shimstat "$TMPD/iperf-off.stats" offloaded)" -ge 2 ] || { echo "expected offload in the control run"; return 1; }
+	out=$(ZN_SHIM=0 iperf 1 iperf-dis 5441 -t 1) || { echo "$out"; return 1; }
+	[ "$(shimstat "$TMPD/iperf-dis.stats" offloaded)" = 0 ] || { echo "ZN_SHIM=0 still offloaded"; return 1; }
+	[ "$(shimstat "$TMPD/iperf-dis.stats" disabled)" -ge 2 ] || { echo "ZN_SHIM=0: fallbacks not counted as disabled"; return 1; }
+}
+zn_case "ZN_SHIM=0 disables the offload (counted), the same run offloads without it" disabled_case
+
+ktap_finished
