@@ -250,7 +250,13 @@ pub fn log(msg: &str) {
         return;
     };
     let line = format!("zn-shim[{}]: {msg}\n", pid());
-    if dest == "1" || dest == "-" {
+    emit(dest, dest == "1" || dest == "-", &line);
+}
+
+/// Writes `line` to stderr (through the real `write`, never the shim's),
+/// or appends it to the file `dest`; errors are dropped (diagnostics only).
+fn emit(dest: &str, to_stderr: bool, line: &str) {
+    if to_stderr {
         // SAFETY: writing a buffer to stderr.
         unsafe { real_write(2, line.as_ptr().cast(), line.len()) };
     } else if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -300,16 +306,6 @@ real_fn!(pub fn real_poll = "poll" (f: *mut libc::pollfd, n: libc::nfds_t, t: c_
 pub extern "C" fn at_exit() {
     if let Some(dest) = config().stats.as_deref() {
         let line = format!("{}\n", stats().render());
-        if dest == "-" {
-            // SAFETY: writing a buffer to stderr.
-            unsafe { real_write(2, line.as_ptr().cast(), line.len()) };
-        } else if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dest)
-        {
-            use std::io::Write;
-            let _ = f.write_all(line.as_bytes());
-        }
+        emit(dest, dest == "-", &line);
     }
 }
