@@ -9,6 +9,15 @@ ZN_KO=$ZN_ROOT/zeronic/zeronic.ko
 # shellcheck source=/dev/null
 . "${ZN_KDIR:?run this through qemu/run}/tools/testing/selftests/kselftest/ktap_helpers.sh"
 
+# zn_need_topology NAME: the test runs only in qemu/run's topology NAME;
+# anywhere else it skips as a whole (KTAP "1..0 # SKIP") and exits.
+zn_need_topology() {
+	[ "${ZN_TOPOLOGY:-}" = "$1" ] && return
+	ktap_print_header
+	ktap_skip_all "needs topology $1 (ZN_TOPOLOGY=${ZN_TOPOLOGY:-})"
+	exit "$KSFT_SKIP"
+}
+
 zn_loaded() { [ -d /sys/module/zeronic ]; }
 
 zn_load() {

@@ -10,10 +10,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-case "${ZN_TOPOLOGY:-}" in
-two-guest) ;;
-*) ktap_print_header; ktap_skip_all "needs topology two-guest (ZN_TOPOLOGY=${ZN_TOPOLOGY:-})"; exit "$KSFT_SKIP" ;;
-esac
+zn_need_topology two-guest
 
 . "$(dirname "$0")/net_lib.sh"
 

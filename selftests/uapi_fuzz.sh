@@ -13,10 +13,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-case "${ZN_TOPOLOGY:-}" in
-two-port) ;;
-*) ktap_print_header; ktap_skip_all "needs topology two-port (ZN_TOPOLOGY=${ZN_TOPOLOGY:-})"; exit "$KSFT_SKIP" ;;
-esac
+zn_need_topology two-port
 
 . "$(dirname "$0")/net_lib.sh"
 

@@ -8,10 +8,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/net_lib.sh"
 
-case "${ZN_TOPOLOGY:-}" in
-two-port) ;;
-*) ktap_print_header; ktap_skip_all "needs topology two-port (ZN_TOPOLOGY=${ZN_TOPOLOGY:-})"; exit "$KSFT_SKIP" ;;
-esac
+zn_need_topology two-port
 zn_loaded || zn_load
 zn_net_ready || zn_net_setup >/dev/null 2>&1
 zn_net_ready || { ktap_print_header; ktap_exit_fail_msg "the two ports are not set up"; }
