@@ -15,7 +15,7 @@ use zeronic_hw::desc::*;
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 
-use crate::csum::{copy_sum, pseudo_v4, sum_raw};
+use crate::csum::{copy_stream, copy_sum_stream, pseudo_v4, sum_raw};
 use crate::device::{Device, OpenHdr, Shape};
 use crate::flow::Plan;
 use crate::frame::{max_frame_len, parse_tcp4, Frame, Tcp4, TCP_ACK, TCP_PSH};
@@ -120,7 +120,7 @@ impl Device {
                     let r = f.for_pieces(0, len, |src, n| {
                         // SAFETY: dst..dst+len is inside guest RAM (checked)
                         // and off + n <= len; src is valid for the call.
-                        unsafe { std::ptr::copy(src, dst.add(off), n) };
+                        unsafe { copy_stream(dst.add(off), src, n) };
                         off += n;
                     });
                     if r.is_ok() {
@@ -388,11 +388,11 @@ fn place(
                 Ok(d) if pending.is_some() => {
                     // SAFETY: d..d+k inside guest RAM (checked); src..src+k
                     // valid for this call (k <= n).
-                    let s = unsafe { copy_sum(d, src, k as usize) };
+                    let s = unsafe { copy_sum_stream(d, src, k as usize) };
                     c.add_sum(s, k as usize);
                 }
-                // SAFETY: as above; ptr::copy tolerates a hostile overlap.
-                Ok(d) => unsafe { std::ptr::copy(src, d, k as usize) },
+                // SAFETY: as above; copy_stream tolerates a hostile overlap.
+                Ok(d) => unsafe { copy_stream(d, src, k as usize) },
                 Err(_) => {
                     fail = true;
                     return;
