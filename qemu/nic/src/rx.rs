@@ -211,7 +211,8 @@ impl Device {
                 start,
                 pieces,
             } => {
-                let mut dst = Vec::new();
+                let mut dst = std::mem::take(&mut self.place_ext);
+                dst.clear();
                 for &(key, off, n) in &pieces {
                     if let Err(_e) =
                         self.mrs
@@ -227,7 +228,9 @@ impl Device {
                         return self.rx_normal(p, f, fl, idx, now);
                     }
                 }
-                if place(f, t, skip as usize, &dst, &mem).is_none() {
+                let placed_ok = place(f, t, skip as usize, &dst, &mem).is_some();
+                self.place_ext = dst;
+                if !placed_ok {
                     self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
                     return;
                 }
@@ -257,7 +260,7 @@ impl Device {
         }
         self.pstat(p, PSTAT_RX_SPLIT, 1);
         let cursor = self.flows.get_mut(idx).map_or(0, |fl| fl.cursor);
-        let hdr = f.head[..t.pay_off().min(HDRQ_HDR_MAX)].to_vec();
+        let hdr = &f.head[..t.pay_off().min(HDRQ_HDR_MAX)];
         let port = &mut self.ports[p as usize];
         if can_merge {
             if let Some(open) = port.open.as_mut() {
@@ -268,7 +271,8 @@ impl Device {
                 open.meta.hdr_len = hdr.len() as u16;
                 open.meta.tcp_flags = t.flags as u16;
                 open.meta.flags |= HDRF_COALESCED;
-                open.hdr = hdr;
+                open.hdr.clear();
+                open.hdr.extend_from_slice(hdr);
                 self.pstat(p, PSTAT_RX_COALESCED, 1);
                 return;
             }
@@ -291,7 +295,7 @@ impl Device {
         };
         self.ports[p as usize].open = Some(OpenHdr {
             meta,
-            hdr,
+            hdr: hdr.to_vec(),
             shape: shape(t),
         });
         if self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) == 0 || hflags != 0 || t.ce() {
