@@ -90,12 +90,39 @@ struct Args {
     /// Interleaved memcpy / 64 KiB model rounds behind `model_vs_memcpy`.
     #[arg(long, default_value_t = 5)]
     rounds: u32,
+    /// Instead of the model: these copy routines alone, in calls of
+    /// `--mss` bytes over the same buffers, best of `--rounds` each.
+    #[arg(long, value_delimiter = ',')]
+    kernels: Vec<Kernel>,
+}
+
+/// A copy routine measured alone over the bench's buffers.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Kernel {
+    /// The C library's memcpy (the reference of `model_vs_memcpy`).
+    Memcpy,
+    /// `csum::copy_sum`: copy + checksum, cache-allocating stores.
+    CopySum,
+    /// `csum::copy_sum_stream`: copy + checksum, streaming stores (placement).
+    CopySumStream,
+    /// `csum::copy_stream`: copy, streaming stores.
+    CopyStream,
+    /// `csum::sum_raw`: checksum only (a verify pass).
+    Sum,
 }
 
 fn memcpy_gbps(buf: usize, total: u64) -> Result<Rate> {
+    kernel_gbps(Kernel::Memcpy, buf, total, 65_536)
+}
+
+/// Runs `k` over `total` bytes in `chunk`-byte calls, source and
+/// destination `buf` bytes each (larger than the caches).
+fn kernel_gbps(k: Kernel, buf: usize, total: u64, chunk: usize) -> Result<Rate> {
+    use zeronic_nic::csum::{copy_stream, copy_sum, copy_sum_stream, fold, sum_raw};
+    ensure!(chunk > 0 && chunk <= buf, "chunk of 1..={buf} bytes");
+    let buf = buf / chunk * chunk;
     let src = GuestMem::anon(buf)?;
     let dst = GuestMem::anon(buf)?;
-    let chunk = 65_536usize;
     let (s, d) = (src.check(0, buf as u64)?, dst.check(0, buf as u64)?);
     // SAFETY: both mappings are `buf` bytes long and distinct.
     unsafe {
@@ -103,16 +130,34 @@ fn memcpy_gbps(buf: usize, total: u64) -> Result<Rate> {
         std::ptr::write_bytes(d, 2, buf);
     }
     let t = Clock::start()?;
-    let mut done = 0u64;
+    let (mut done, mut acc) = (0u64, 0u64);
     while done < total {
         let mut off = 0;
         while off < buf {
             // SAFETY: off + chunk <= buf (buf is a multiple of chunk).
-            unsafe { std::ptr::copy_nonoverlapping(s.add(off), d.add(off), chunk) };
+            let (dp, sp) = unsafe { (d.add(off), s.add(off).cast_const()) };
+            // SAFETY: dp and sp are valid for chunk bytes, distinct mappings.
+            let sum = unsafe {
+                match k {
+                    Kernel::Memcpy => {
+                        std::ptr::copy_nonoverlapping(sp, dp, chunk);
+                        0
+                    }
+                    Kernel::CopySum => copy_sum(dp, sp, chunk),
+                    Kernel::CopySumStream => copy_sum_stream(dp, sp, chunk),
+                    Kernel::CopyStream => {
+                        copy_stream(dp, sp, chunk);
+                        0
+                    }
+                    Kernel::Sum => sum_raw(sp, chunk),
+                }
+            };
+            acc = acc.wrapping_add(fold(sum) as u64);
             off += chunk;
         }
         done += buf as u64;
     }
+    std::hint::black_box(acc);
     t.rate(done)
 }
 
@@ -201,6 +246,21 @@ fn model_gbps(args: &Args, seg: u32) -> Result<Rate> {
 fn main() -> Result<()> {
     let args = Args::parse();
     let buf = (args.buf_mib << 20) as usize;
+    if !args.kernels.is_empty() {
+        let mut best = vec![Rate::default(); args.kernels.len()];
+        for _ in 0..args.rounds.max(1) {
+            for (b, &k) in best.iter_mut().zip(&args.kernels) {
+                *b = b.best(kernel_gbps(k, buf, args.mib << 20, args.mss as usize)?);
+            }
+        }
+        for (b, k) in best.iter().zip(&args.kernels) {
+            println!(
+                "kernel {k:?} ({} B calls): {:.2} GB/s ({:.2} GB/s per CPU-second)",
+                args.mss, b.wall, b.cpu
+            );
+        }
+        return Ok(());
+    }
     let mc = memcpy_gbps(buf, args.mib << 20)?;
     println!(
         "memcpy single-thread: {:.2} GB/s (buffer {} MiB; {:.2} GB/s per CPU-second)",
