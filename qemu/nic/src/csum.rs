@@ -3,8 +3,8 @@
 //! with `to_le_bytes`), with a fused copy+checksum for the data path.
 
 /// Unfolded sum of `len` bytes at `p`, as little-endian 16-bit words.
-/// Uses AVX2 when the CPU has it (about 2x the portable loop on cached
-/// data).
+/// Uses AVX2 intrinsics when the CPU has it (on cached data about 3x the
+/// auto-vectorized loop it replaced).
 ///
 /// # Safety
 /// `p..p+len` must be readable for the duration of the call.
