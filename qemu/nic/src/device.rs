@@ -112,6 +112,9 @@ pub struct Device {
     /// Stopped by `fault freeze` (a dead NIC): no scans, DMA, interrupts or
     /// counters until `fault thaw`. Survives resets and reconnections.
     pub frozen: bool,
+    /// Scratch list of guest extents for one placement (kept to save an
+    /// allocation per frame).
+    pub(crate) place_ext: Vec<(u64, u64)>,
 }
 
 impl Device {
@@ -129,6 +132,7 @@ impl Device {
             mrs: MrTable::new(),
             flows: FlowTable::new(),
             vecs: Default::default(),
+            place_ext: Vec::new(),
             fatal: false,
             attached: false,
             frozen: false,

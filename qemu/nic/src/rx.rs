@@ -15,7 +15,7 @@ use zeronic_hw::desc::*;
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 
-use crate::csum::{copy_sum, pseudo_v4, sum_raw};
+use crate::csum::{copy_stream, copy_sum_stream, pseudo_v4, sum_raw};
 use crate::device::{Device, OpenHdr, Shape};
 use crate::flow::Plan;
 use crate::frame::{max_frame_len, parse_tcp4, Frame, Tcp4, TCP_ACK, TCP_PSH};
@@ -120,7 +120,7 @@ impl Device {
                     let r = f.for_pieces(0, len, |src, n| {
                         // SAFETY: dst..dst+len is inside guest RAM (checked)
                         // and off + n <= len; src is valid for the call.
-                        unsafe { std::ptr::copy(src, dst.add(off), n) };
+                        unsafe { copy_stream(dst.add(off), src, n) };
                         off += n;
                     });
                     if r.is_ok() {
@@ -211,7 +211,8 @@ impl Device {
                 start,
                 pieces,
             } => {
-                let mut dst = Vec::new();
+                let mut dst = std::mem::take(&mut self.place_ext);
+                dst.clear();
                 for &(key, off, n) in &pieces {
                     if let Err(_e) =
                         self.mrs
@@ -227,7 +228,9 @@ impl Device {
                         return self.rx_normal(p, f, fl, idx, now);
                     }
                 }
-                if place(f, t, skip as usize, &dst, &mem).is_none() {
+                let placed_ok = place(f, t, skip as usize, &dst, &mem).is_some();
+                self.place_ext = dst;
+                if !placed_ok {
                     self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
                     return;
                 }
@@ -257,7 +260,7 @@ impl Device {
         }
         self.pstat(p, PSTAT_RX_SPLIT, 1);
         let cursor = self.flows.get_mut(idx).map_or(0, |fl| fl.cursor);
-        let hdr = f.head[..t.pay_off().min(HDRQ_HDR_MAX)].to_vec();
+        let hdr = &f.head[..t.pay_off().min(HDRQ_HDR_MAX)];
         let port = &mut self.ports[p as usize];
         if can_merge {
             if let Some(open) = port.open.as_mut() {
@@ -268,7 +271,8 @@ impl Device {
                 open.meta.hdr_len = hdr.len() as u16;
                 open.meta.tcp_flags = t.flags as u16;
                 open.meta.flags |= HDRF_COALESCED;
-                open.hdr = hdr;
+                open.hdr.clear();
+                open.hdr.extend_from_slice(hdr);
                 self.pstat(p, PSTAT_RX_COALESCED, 1);
                 return;
             }
@@ -291,7 +295,7 @@ impl Device {
         };
         self.ports[p as usize].open = Some(OpenHdr {
             meta,
-            hdr,
+            hdr: hdr.to_vec(),
             shape: shape(t),
         });
         if self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) == 0 || hflags != 0 || t.ce() {
@@ -388,11 +392,11 @@ fn place(
                 Ok(d) if pending.is_some() => {
                     // SAFETY: d..d+k inside guest RAM (checked); src..src+k
                     // valid for this call (k <= n).
-                    let s = unsafe { copy_sum(d, src, k as usize) };
+                    let s = unsafe { copy_sum_stream(d, src, k as usize) };
                     c.add_sum(s, k as usize);
                 }
-                // SAFETY: as above; ptr::copy tolerates a hostile overlap.
-                Ok(d) => unsafe { std::ptr::copy(src, d, k as usize) },
+                // SAFETY: as above; copy_stream tolerates a hostile overlap.
+                Ok(d) => unsafe { copy_stream(d, src, k as usize) },
                 Err(_) => {
                     fail = true;
                     return;
