@@ -310,6 +310,15 @@ impl Flow {
         res
     }
 
+    /// Stream offset just past the room the application posted: the NIC
+    /// places nothing at or beyond it, so the receive window ends there.
+    fn rx_edge(&self, inner: &FlowInner) -> u64 {
+        match &self.target {
+            RxTarget::Segments => inner.posted_end,
+            RxTarget::Ring { size, .. } => inner.ring_head + size,
+        }
+    }
+
     /// Where byte `pos` of the stream lies: the region, the offset in it,
     /// and how many bytes from there the target holds contiguously.
     pub(crate) fn target_of(
@@ -440,6 +449,20 @@ impl Flow {
             zc.rx_copied.add(copied, Relaxed);
         }
         let eof = sk.shutdown() & RCV_SHUTDOWN != 0 && sk.copied_seq() == sk.rcv_nxt();
+        let edge = {
+            let inner = self.inner.lock();
+            if inner.phase != Phase::Attached {
+                return;
+            }
+            self.rx_edge(&inner)
+        };
+        // The window ends where the posted room does, so the peer never
+        // sends what the NIC would have to hand over for copying (a lagging
+        // application stalls the peer instead). Outside the spinlock: a
+        // raised edge sends a window update. Edges only grow, and every
+        // raise is followed by a `consume()` under the socket lock.
+        // CAST: sequence numbers wrap; the low 32 bits are the point.
+        sk.bound_rcv_window(self.rx_isn.wrapping_add(edge as u32));
         let mut inner = self.inner.lock();
         if inner.phase != Phase::Attached {
             return;
