@@ -8,7 +8,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/net_lib.sh"
 
-IPERF_SECS=${ZN_IPERF_SECS:-5}
+IPERF_SECS=${ZN_IPERF_SECS:-3}
 port=5300
 
 iperf() { # iperf FROM STREAMS PORT

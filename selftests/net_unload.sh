@@ -19,16 +19,21 @@ round() {
 	zn_pfx b
 	"${ZN_PFX[@]}" iperf3 -s -1 >/dev/null 2>&1 &
 	srv=$!
-	sleep 1
+	zn_wait_listen b 5201 || { kill "$srv"; wait "$srv"; return 1; }
 	zn_pfx a
 	"${ZN_PFX[@]}" iperf3 -c "$ZN_ADDR_B" -t 60 >/dev/null 2>&1 &
 	cli=$!
-	# Traffic is flowing once the sender's counter moves.
+	# Traffic is flowing once the sender's counter moves: by 4 MiB, so TCP
+	# is past its first round trips and has data in flight (polled, up to
+	# 10 s, instead of a fixed 3 s wait).
 	local before after
 	before=$(zn_in a cat "/sys/class/net/$ZN_IF_A/statistics/tx_bytes")
-	sleep 3
-	after=$(zn_in a cat "/sys/class/net/$ZN_IF_A/statistics/tx_bytes")
-	[ "$after" -gt $((before + 100000)) ] || { echo "no traffic before unload ($before -> $after bytes)"; return 1; }
+	for i in $(seq 50); do
+		after=$(zn_in a cat "/sys/class/net/$ZN_IF_A/statistics/tx_bytes")
+		[ "$after" -gt $((before + 4194304)) ] && break
+		sleep 0.2
+	done
+	[ "$after" -gt $((before + 4194304)) ] || { echo "no traffic before unload ($before -> $after bytes in 10 s)"; return 1; }
 	timeout 60 rmmod zeronic || { echo "rmmod under traffic failed or hung"; return 1; }
 	# TCP does not give up on a connection whose interface vanished (it
 	# retransmits until its own timeout), so end the programs: they must
@@ -47,11 +52,11 @@ round() {
 	! zn_in a ip link show dev "$ZN_IF_A" >/dev/null 2>&1 || { echo "$ZN_IF_A still exists"; return 1; }
 	insmod "$ZN_KO" || { echo "reload failed"; return 1; }
 	zn_net_setup >/dev/null 2>&1 || { echo "ports not set up again after reload"; return 1; }
-	zn_in a ping -c 2 -W 5 "$ZN_ADDR_B" >/dev/null || { echo "no ping a -> b after reload"; return 1; }
-	zn_in b ping -c 2 -W 5 "$ZN_ADDR_A" >/dev/null || { echo "no ping b -> a after reload"; return 1; }
+	zn_in a ping -c 2 -i 0.2 -W 5 "$ZN_ADDR_B" >/dev/null || { echo "no ping a -> b after reload"; return 1; }
+	zn_in b ping -c 2 -i 0.2 -W 5 "$ZN_ADDR_A" >/dev/null || { echo "no ping b -> a after reload"; return 1; }
 }
 
-zn_case "ping works before the first unload" zn_in a ping -c 2 -W 5 "$ZN_ADDR_B"
+zn_case "ping works before the first unload" zn_in a ping -c 2 -i 0.2 -W 5 "$ZN_ADDR_B"
 
 rounds() {
 	local r

@@ -673,7 +673,7 @@ impl OffFlow {
                 free: (0..d).rev().collect(),
                 inflight: 0,
                 gen,
-                sum: StreamSum::new(spec.verify),
+                sum: tx_sum(spec, index)?,
                 scheduled: 0,
                 acked: 0,
                 finished: false,
@@ -1134,6 +1134,27 @@ fn errno_name(status: u16) -> String {
     format!("{e} ({status})")
 }
 
+/// The sum of flow `index`'s sent stream: its digest given beforehand
+/// (`TestSpec::sent_sha256`, bandwidth with a byte count and --verify), so
+/// the sender hashes nothing, or else hashed as it is generated (with
+/// --verify) or only counted.
+fn tx_sum(spec: &TestSpec, index: u32) -> Result<StreamSum> {
+    match (&spec.sent_sha256, spec.bytes) {
+        (Some(d), Some(n)) if spec.verify && spec.kind == Kind::Bandwidth => {
+            let h = d
+                .get(index as usize)
+                .with_context(|| format!("flow {index}: no given digest ({} given)", d.len()))?;
+            ensure!(
+                h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()),
+                "flow {index}: given digest {h:?} is no SHA-256"
+            );
+            Ok(StreamSum::given(h.to_ascii_lowercase(), n))
+        }
+        (Some(_), _) => bail!("given digests need a bandwidth test with --verify and -n"),
+        (None, _) => Ok(StreamSum::new(spec.verify)),
+    }
+}
+
 /// Stream notifications a CQ has room for per flow, beyond its requests.
 const STREAM_NOTES: u32 = 64;
 
@@ -1493,7 +1514,7 @@ pub fn prepare(
                     pend: 0..0,
                     gen: Gen::new(spec.seed.wrapping_add(i as u64)),
                     scheduled: 0,
-                    tx: StreamSum::new(spec.verify),
+                    tx: tx_sum(spec, i as u32)?,
                     rx: StreamSum::new(spec.verify),
                     msgs: 0,
                     tx_done: !matches!(role, Role::Send | Role::Both),
@@ -1765,6 +1786,7 @@ mod tests {
             iters: 50,
             warmup: 5,
             bidir: false,
+            sent_sha256: None,
         }
     }
 
@@ -1849,6 +1871,59 @@ mod tests {
         let mut sum = StreamSum::new(true);
         sum.update(&all);
         assert_eq!(sent.flows[1].tx_sha256, sum.hex());
+    }
+
+    /// Senders given their streams' digests (`sent_sha256`) hash nothing
+    /// and report them; the receiver's own digests agree. A wrong given
+    /// digest is a mismatch, not a pass: the receiver still hashes.
+    #[test]
+    fn given_digests_agree_and_a_wrong_one_is_caught() {
+        let mut sp = spec(Kind::Bandwidth, true);
+        sp.sent_sha256 = Some(
+            (0..3)
+                .map(|i| crate::stream::digests(5 + i, &[123_457])[0].clone())
+                .collect(),
+        );
+        let run = |sp: &TestSpec| {
+            let (c, s) = pairs(3);
+            let recv = std::thread::spawn({
+                let sp = sp.clone();
+                move || {
+                    prepare(&opts("server"), &sp, Role::Recv, s)
+                        .unwrap()
+                        .run()
+                        .unwrap()
+                }
+            });
+            let sent = prepare(&opts("client"), sp, Role::Send, c)
+                .unwrap()
+                .run()
+                .unwrap();
+            (sent, recv.join().unwrap())
+        };
+        let (sent, got) = run(&sp);
+        assert_eq!(got.bytes, 3 * 123_457);
+        assert_eq!(
+            sent.flows[2].tx_sha256.as_ref(),
+            Some(&sp.sent_sha256.as_ref().unwrap()[2])
+        );
+        crate::report::digests_match(&sent, &got).unwrap();
+        // Flow 1 given flow 0's digest: the receiver's hash of what flow 1
+        // really carried differs.
+        let mut wrong = sp.clone();
+        wrong.sent_sha256.as_mut().unwrap()[1] = sp.sent_sha256.as_ref().unwrap()[0].clone();
+        let (sent, got) = run(&wrong);
+        assert!(crate::report::digests_match(&sent, &got)
+            .unwrap_err()
+            .contains("flow 1 ->"));
+        // Fewer digests than flows, or no byte count: refused.
+        let mut short = sp.clone();
+        short.sent_sha256.as_mut().unwrap().pop();
+        assert!(tx_sum(&short, 2).is_err());
+        let mut timed = sp.clone();
+        timed.bytes = None;
+        timed.duration = Some(1.0);
+        assert!(tx_sum(&timed, 0).is_err());
     }
 
     /// MSG_ZEROCOPY sends (--zerocopy) with --verify: the buffer is only

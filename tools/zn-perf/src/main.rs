@@ -6,6 +6,7 @@
 //! zn-perf client HOST [-p PORT] [--mode ...] [--rx ...] [-P FLOWS] [-s SIZE | -a]
 //!                [-t SECS | -n BYTES] [--verify] [-R | --bidir] [--latency [-i ITERS]] [--json]
 //! zn-perf query [--nic N] [--json]
+//! zn-perf digest [--seed N] [-P FLOWS] -n BYTES[,BYTES...]
 //! ```
 //!
 //! Each end chooses its own data path (`--mode`, `--rx`), so an offloaded
@@ -76,6 +77,22 @@ enum Cmd {
     /// Print a NIC's counters (ZERONIC_IOC_QUERY): regions, pinned pages,
     /// flows in use; for checks that a run gave everything back.
     Query(QueryArgs),
+    /// Print the SHA-256 of generated streams ("SEED BYTES SHA256" lines),
+    /// for the client's --digests: senders given them hash nothing.
+    Digest(DigestArgs),
+}
+
+#[derive(Args, Debug)]
+struct DigestArgs {
+    /// Seed of the first stream.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Streams: seeds seed .. seed + N - 1 (as the client's flows).
+    #[arg(short = 'P', long, default_value_t = 1)]
+    parallel: u32,
+    /// Stream lengths (each a prefix of the same stream; suffixes K, M, G).
+    #[arg(short = 'n', long, value_parser = parse_size, value_delimiter = ',', required = true)]
+    bytes: Vec<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -199,6 +216,12 @@ struct ClientArgs {
     /// SHA-256 of every stream on both ends; the client compares them.
     #[arg(long)]
     verify: bool,
+    /// With --verify and -n: a file of stream digests ("SEED BYTES SHA256"
+    /// lines, as `zn-perf digest` prints) holding every flow's stream;
+    /// the senders of both ends report those digests instead of hashing
+    /// what they generate. The receivers still hash every byte.
+    #[arg(long, requires_all = ["verify", "bytes"])]
+    digests: Option<std::path::PathBuf>,
     /// Payload seed (flow i uses seed + i).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -227,6 +250,7 @@ fn main() -> ExitCode {
         Cmd::Server(a) => server(&a),
         Cmd::Client(a) => client(&a),
         Cmd::Query(a) => query(&a),
+        Cmd::Digest(a) => digest(&a),
     };
     match r {
         Ok(code) => code,
@@ -275,6 +299,80 @@ fn query(a: &QueryArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn digest(a: &DigestArgs) -> Result<ExitCode> {
+    ensure!(a.parallel >= 1, "-P must be at least 1");
+    // One stream per thread at a time: a stream's SHA-256 is sequential.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let seeds: Vec<u64> = (0..u64::from(a.parallel))
+        .map(|i| a.seed.wrapping_add(i))
+        .collect();
+    let mut out: Vec<Vec<String>> = vec![Vec::new(); seeds.len()];
+    std::thread::scope(|sc| {
+        for (k, chunk) in out.chunks_mut(seeds.len().div_ceil(threads)).enumerate() {
+            let first = k * seeds.len().div_ceil(threads);
+            let seeds = &seeds;
+            sc.spawn(move || {
+                for (j, o) in chunk.iter_mut().enumerate() {
+                    *o = stream::digests(seeds[first + j], &a.bytes);
+                }
+            });
+        }
+    });
+    for (seed, ds) in seeds.iter().zip(&out) {
+        for (n, d) in a.bytes.iter().zip(ds) {
+            println!("{seed} {n} {d}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The digests `zn-perf digest` printed, by (seed, bytes).
+fn read_digests(path: &std::path::Path) -> Result<HashMap<(u64, u64), String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading digests from {}", path.display()))?;
+    let mut m = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let parsed = match w[..] {
+            [seed, bytes, d] if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => seed
+                .parse::<u64>()
+                .ok()
+                .zip(bytes.parse::<u64>().ok())
+                .map(|k| (k, d.to_ascii_lowercase())),
+            _ => None,
+        };
+        let (k, d) = parsed.with_context(|| {
+            format!(
+                "{} line {}: not \"SEED BYTES SHA256\": {line:?}",
+                path.display(),
+                i + 1
+            )
+        })?;
+        m.insert(k, d);
+    }
+    Ok(m)
+}
+
+/// Flow i's digest (seed + i, `bytes` long) from `path`, for every flow.
+fn sent_digests(path: &std::path::Path, seed: u64, flows: u32, bytes: u64) -> Result<Vec<String>> {
+    let m = read_digests(path)?;
+    (0..u64::from(flows))
+        .map(|i| {
+            let s = seed.wrapping_add(i);
+            m.get(&(s, bytes)).cloned().with_context(|| {
+                format!(
+                    "{} has no digest of stream seed {s}, {bytes} bytes (zn-perf digest --seed {s} -n {bytes})",
+                    path.display()
+                )
+            })
+        })
+        .collect()
+}
+
 fn describe(spec: &TestSpec, end: &EndArgs) -> String {
     let what = match spec.kind {
         Kind::Bandwidth => "bandwidth",
@@ -295,7 +393,11 @@ fn describe(spec: &TestSpec, end: &EndArgs) -> String {
         spec.flows,
         if spec.reverse { ", reverse" } else { "" },
         if spec.bidir { ", both ways" } else { "" },
-        if spec.verify { ", verify" } else { "" }
+        match (spec.verify, &spec.sent_sha256) {
+            (true, Some(_)) => ", verify (sent digests given)",
+            (true, None) => ", verify",
+            _ => "",
+        }
     )
 }
 
@@ -353,6 +455,11 @@ fn client(a: &ClientArgs) -> Result<ExitCode> {
         iters: a.iters,
         warmup: a.warmup,
         bidir: a.bidir,
+        sent_sha256: match (&a.digests, a.bytes) {
+            (Some(p), Some(n)) if !latency => Some(sent_digests(p, a.seed, a.parallel, n)?),
+            (Some(_), _) => bail!("--digests is for bandwidth tests with -n"),
+            (None, _) => None,
+        },
     };
     let addr: SocketAddr = (a.host.as_str(), a.port)
         .to_socket_addrs()
@@ -781,6 +888,7 @@ mod tests {
             iters: 0,
             warmup: 0,
             bidir: false,
+            sent_sha256: None,
         };
         let (local, remote) = client_test(&mut ctrl, addr, &spec, &end.side("client")).unwrap();
         ctrl.send(&Msg::Bye).unwrap();

@@ -89,6 +89,12 @@ pub struct TestSpec {
     /// send and receive); needs `bytes`.
     #[serde(default)]
     pub bidir: bool,
+    /// With `verify` and `bytes`: flow i's stream digest (SHA-256 of the
+    /// `bytes` bytes of seed + i), computed beforehand (`zn-perf digest`,
+    /// the client's `--digests`). Senders report it as their `tx_sha256`
+    /// instead of hashing what they generate; receivers hash as always.
+    #[serde(default)]
+    pub sent_sha256: Option<Vec<String>>,
 }
 
 /// An offloaded flow's counters (`ZERONIC_IOC_FLOW_QUERY`) at the end.
@@ -604,6 +610,7 @@ mod tests {
                 iters: 0,
                 warmup: 0,
                 bidir: false,
+                sent_sha256: None,
             }),
         );
         doc.results.push(SizeResult {
