@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/sockios.h>
 #include <linux/zeronic.h>
 
 #include "kselftest_harness.h"
@@ -627,6 +628,59 @@ TEST_F(zc, orderly_close_is_eof_not_a_reset)
 	ASSERT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_FLOW_QUERY, &fq));
 	EXPECT_EQ(ZERONIC_FLOW_EOF, fq.state);
 	EXPECT_EQ(3u, fq.rx_stream_off);
+}
+
+/*
+ * Flow control: the receive window ends at the posted room, give or take
+ * less than one unit of the window scale (docs/uapi.md). The receiver
+ * posts 256 KiB, more than the window its socket offered before the
+ * attach, and the sender queues 768 KiB at once. Once the segment is full,
+ * fewer than a unit's bytes reach the receiver beyond it (its socket holds
+ * what the flow could not consume: SIOCINQ) and the sender still holds the
+ * rest unsent (SIOCOUTQNSD); posting the rest lets it through, every byte
+ * placed but those few.
+ */
+TEST_F(zc, receive_window_ends_at_the_posted_room)
+{
+	const size_t first = 256 << 10, total = 768 << 10;
+	struct zeronic_flow_query fq = { 0 };
+	int sndbuf = 2 << 20, inq = -1, unsent = 0;
+	struct tcp_info ti = { 0 };
+	socklen_t tl = sizeof(ti);
+	struct zeronic_cqe e;
+	size_t i, unit;
+	char *src;
+
+	ASSERT_EQ(0, getsockopt(self->srv, IPPROTO_TCP, TCP_INFO, &ti, &tl));
+	unit = (size_t)1 << ti.tcpi_rcv_wscale;
+	ASSERT_EQ(0, setsockopt(self->cli, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)));
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &fq.flow));
+	ASSERT_EQ(0, post1(self->zfd, fq.flow, ZERONIC_WR_RECV, self->key_rw, 0, first));
+	src = malloc(total);
+	ASSERT_NE(NULL, src);
+	for (i = 0; i < total; i++)
+		src[i] = (char)(i * 7 + (i >> 12));
+	ASSERT_EQ((ssize_t)total, write(self->cli, src, total));
+	/* The room's last bytes may take the sender's persist timer. */
+	ASSERT_EQ(0, cq_take(self->map, &e, 10000));
+	EXPECT_EQ(first, e.len);
+	usleep(300000);
+	ASSERT_EQ(0, ioctl(self->srv, SIOCINQ, &inq));
+	EXPECT_GT((int)unit, inq) TH_LOG("%d bytes arrived beyond the posted room (unit %zu)",
+					 inq, unit);
+	ASSERT_EQ(0, ioctl(self->cli, SIOCOUTQNSD, &unsent));
+	EXPECT_LT((int)(total - first - unit), unsent)
+		TH_LOG("the sender sent all but %d bytes into a full room", unsent);
+	ASSERT_EQ(0, post1(self->zfd, fq.flow, ZERONIC_WR_RECV, self->key_rw, first,
+			   total - first));
+	ASSERT_EQ(0, cq_take(self->map, &e, 10000));
+	EXPECT_EQ(total - first, e.len);
+	EXPECT_EQ(0, memcmp(self->buf, src, total));
+	ASSERT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_FLOW_QUERY, &fq));
+	EXPECT_EQ(total, fq.rx_stream_off);
+	EXPECT_GT(unit, fq.rx_copied_bytes);
+	EXPECT_EQ(total, fq.rx_placed_bytes + fq.rx_copied_bytes);
+	free(src);
 }
 
 TEST_F(zc, data_queued_before_attach_is_delivered_first)
