@@ -34,8 +34,10 @@ def handle(c):
         f += d
     cmd = f.strip().decode()
     if cmd == "quit":
+        # A normal exit (the shim's exit report), from the main thread.
         c.close()
-        os._exit(0)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        return
     if cmd == "echo":
         # Echo until EOF, then say how much, then close.
         n = 0
@@ -74,7 +76,10 @@ def serve(addr, port):
     ls.bind((addr, port))
     ls.listen(16)
     while True:
-        c, _ = ls.accept()
+        try:
+            c, _ = ls.accept()
+        except KeyboardInterrupt:
+            return
 
         def run(c=c):
             try:
