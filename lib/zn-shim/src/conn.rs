@@ -286,7 +286,17 @@ impl Conn {
     }
 
     /// `recv` into `iov`: copies out of the ring.
-    pub fn recv(&self, iov: &[(*mut u8, usize)], peek: bool, waitall: bool, nonblock: bool) -> Io {
+    ///
+    /// `nonblock` says whether the socket is non-blocking; it is asked only
+    /// when the call would otherwise wait (it costs a system call, and a
+    /// call that finds bytes does not depend on it).
+    pub fn recv(
+        &self,
+        iov: &[(*mut u8, usize)],
+        peek: bool,
+        waitall: bool,
+        nonblock: &dyn Fn() -> bool,
+    ) -> Io {
         let want: usize = iov.iter().map(|v| v.1).sum();
         if want == 0 {
             return Io::Done(0);
@@ -318,7 +328,7 @@ impl Conn {
                 }
                 continue;
             }
-            if got > 0 && (g.eof || g.err != 0 || nonblock) {
+            if got > 0 && (g.eof || g.err != 0 || nonblock()) {
                 return Io::Done(got);
             }
             if g.rx_end == g.rx_read && g.err != 0 {
@@ -327,7 +337,7 @@ impl Conn {
             if g.eof {
                 return Io::Done(0);
             }
-            if nonblock {
+            if nonblock() {
                 return Io::Err(Errno::EAGAIN);
             }
             if let Err(e) = self.sleep(g) {
@@ -368,13 +378,16 @@ impl Conn {
     /// `send` of `iov`: copied through staging (small, or non-blocking
     /// sockets) or zero-copy from the caller's memory (blocking, at least
     /// the threshold), completing when ACKed.
-    pub fn send(&self, iov: &[(*const u8, usize)], nonblock: bool) -> Io {
+    ///
+    /// `nonblock` is asked only when it matters: for a send large enough to
+    /// go zero-copy, and when the staging memory is full.
+    pub fn send(&self, iov: &[(*const u8, usize)], nonblock: &dyn Fn() -> bool) -> Io {
         let total: usize = iov.iter().map(|v| v.1).sum();
         if total == 0 {
             return Io::Done(0);
         }
         let cfg = state::config();
-        if !nonblock && iov.len() == 1 && total >= cfg.zc_threshold {
+        if iov.len() == 1 && total >= cfg.zc_threshold && !nonblock() {
             return self.send_zc(iov[0].0, total);
         }
         let mut done = 0usize;
@@ -421,7 +434,7 @@ impl Conn {
                     }
                 }
             }
-            if nonblock {
+            if nonblock() {
                 return if done > 0 {
                     Io::Done(done)
                 } else {

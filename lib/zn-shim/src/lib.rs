@@ -366,7 +366,7 @@ unsafe fn do_recv(fd: c_int, iov: &[(*mut u8, usize)], flags: c_int, c: &Conn) -
         iov,
         flags & libc::MSG_PEEK != 0,
         flags & libc::MSG_WAITALL != 0,
-        nonblocking(fd, flags),
+        &|| nonblocking(fd, flags),
     );
     ret(io, false)
 }
@@ -515,7 +515,7 @@ unsafe fn do_send(fd: c_int, iov: &[(*const u8, usize)], flags: c_int, c: &Conn)
         set_errno(Errno::EOPNOTSUPP);
         return -1;
     }
-    let io = c.send(iov, nonblocking(fd, flags));
+    let io = c.send(iov, &|| nonblocking(fd, flags));
     ret(io, flags & libc::MSG_NOSIGNAL == 0)
 }
 
@@ -594,7 +594,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, m: *const msghdr, f: c_int) -> ssize
 unsafe fn do_sendfile(o: c_int, i: c_int, off: *mut libc::off_t, n: size_t, c: &Conn) -> ssize_t {
     const CHUNK: usize = 1 << 20;
     let mut buf = vec![0u8; n.min(CHUNK)];
-    let nb = nonblocking(o, 0);
+    let nb = || nonblocking(o, 0);
     let mut done = 0usize;
     while done < n {
         let want = (n - done).min(buf.len());
@@ -612,7 +612,7 @@ unsafe fn do_sendfile(o: c_int, i: c_int, off: *mut libc::off_t, n: size_t, c: &
             break;
         }
         let r = r as usize;
-        let sent = match c.send(&[(buf.as_ptr(), r)], nb) {
+        let sent = match c.send(&[(buf.as_ptr(), r)], &nb) {
             Io::Done(k) => k,
             Io::Err(e) => {
                 if off.is_null() {
