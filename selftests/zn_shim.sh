@@ -108,6 +108,7 @@ zc_account() {
 	set -- $before $after "$@"
 	local dp=$(($5 - $1)) dc=$(($6 - $2)) dm=$(($7 - $3)) dns=$(($8 - $4))
 	shift 8
+	local logs=("$@")
 	sums=$(cat "$@" 2>/dev/null | awk -v rmem="$rmem" '
 		/ rx_delivered / {
 			for (i = 1; i < NF; i++) v[$i] = $(i + 1)
@@ -128,7 +129,7 @@ zc_account() {
 	local late=$((C - A))
 	echo "$n flows delivered $D bytes: placed $P, copied $C ($A during set-up, $late later); the application read $read; ports: placed $dp copied $dc merged $dm, $dns frames without posted space"
 	# The flows that copied, and the copied completions (up to 10 each).
-	cat "$@" 2>/dev/null | grep -E ' rx_copied [1-9]|copied completion' | head -20
+	cat "${logs[@]}" 2>/dev/null | grep -E ' rx_copied [1-9]|copied completion' | head -20
 	[ "$n" -gt 0 ] || { echo "no flow reported its counters"; return 1; }
 	[ "$bad" = - ] || { echo "flows whose delivered bytes are not placed + copied, or that copied more than $rmem bytes during set-up:$bad"; return 1; }
 	[ "$read" -ge "$minrx" ] || { echo "the application read $read bytes through the flows, less than its $minrx"; return 1; }
