@@ -697,6 +697,19 @@ impl Cq {
         self.tail().load(Ordering::SeqCst) == self.head().load(Ordering::Relaxed)
     }
 
+    /// Arms the CQ as [`Cq::arm`] does, and also says whether it was still
+    /// armed: `(was_armed, empty)`. The kernel clears `ARMED` when it adds
+    /// entries to an armed CQ and then signals the eventfd, so a CQ armed
+    /// before and found not armed now had its eventfd signalled in between
+    /// (what lets a caller skip reading or writing the eventfd).
+    pub fn arm_checked(&self) -> (bool, bool) {
+        let was = self.flags().fetch_or(zu::CQ_ARMED, Ordering::SeqCst) & zu::CQ_ARMED != 0;
+        (
+            was,
+            self.tail().load(Ordering::SeqCst) == self.head().load(Ordering::Relaxed),
+        )
+    }
+
     /// The eventfd the kernel signals when it adds entries to an armed CQ
     /// (non-blocking, close-on-exec). Read it with [`Cq::clear_event`].
     pub fn eventfd(&self) -> BorrowedFd<'_> {

@@ -40,8 +40,16 @@ pub struct Inner {
     pub gen: u64,
     /// Send space came back (edge-triggered EPOLLOUT).
     pub tx_gen: u64,
-    /// The eventfd is kept readable by us because bytes are waiting.
-    evt_set: bool,
+    /// The eventfd's counter may be non-zero: we signalled it, or the
+    /// kernel did (it found the CQ armed when adding entries).
+    evt_hot: bool,
+    /// We armed the CQ (since then, finding it not armed means the kernel
+    /// signalled the eventfd).
+    armed: bool,
+    /// The flow's copied bytes when the first wholly placed data
+    /// completion was reaped: copies of bytes that came before the NIC
+    /// placed any (the flow was not in the NIC yet). `None` until then.
+    setup_copied: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -55,6 +63,8 @@ pub struct Conn {
     stage: Buffer,
     stage_mr: Option<Region>,
     cq_budget: u32,
+    /// Its counters were added to the process's (once: last close or exit).
+    accounted: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the CQ's consumer side (`pop`, `arm`, `clear_event`) is only used
@@ -98,6 +108,7 @@ impl Conn {
             stage,
             stage_mr: Some(stage_mr),
             cq_budget,
+            accounted: std::sync::atomic::AtomicBool::new(false),
         };
         {
             let mut g = c.lock();
@@ -133,6 +144,15 @@ impl Conn {
                     g.rx_end = g.rx_end.max(e.stream_off + u64::from(e.len));
                     if e.flags & zn::CQE_F_COPIED != 0 {
                         Stats::add(&state::stats().rx_copied_completions, 1);
+                        state::log(&format!(
+                            "conn {}: copied completion: stream bytes {}..{} (first placed completion {})",
+                            self.id,
+                            e.stream_off,
+                            e.stream_off + u64::from(e.len),
+                            if g.setup_copied.is_some() { "seen" } else { "not yet" }
+                        ));
+                    } else if e.len > 0 && g.setup_copied.is_none() {
+                        g.setup_copied = self.flow().query().ok().map(|q| q.rx_copied_bytes);
                     }
                     if e.flags & zn::CQE_F_EOF != 0 {
                         g.eof = true;
@@ -178,26 +198,45 @@ impl Conn {
             || (g.tx_tail - g.tx_head < self.stage.len() as u64 && g.tx_posted < self.cq_budget)
     }
 
+    /// Re-arms the CQ, noting a signal of the kernel since the last arm;
+    /// `true` if the CQ is empty (no completion can be missed by a sleep).
+    fn rearm(&self, g: &mut Inner) -> bool {
+        let (was_armed, empty) = self.cq.arm_checked();
+        if g.armed && !was_armed {
+            g.evt_hot = true;
+        }
+        g.armed = true;
+        empty
+    }
+
     /// Reaps the CQ, re-arms it, and keeps the eventfd readable exactly
     /// while bytes (or EOF, an error) wait to be read: the application's
-    /// own poll/epoll on it then sees level-triggered readiness.
+    /// own poll/epoll on it then sees level-triggered readiness. The
+    /// eventfd is only written when the kernel did not signal it already,
+    /// and only read when it may be signalled (one system call per batch
+    /// of arrivals in the usual case: the read that empties it).
     pub fn refresh(&self, g: &mut Inner) {
         loop {
             self.process(g);
+            if !self.rearm(g) {
+                continue;
+            }
             if self.readable(g) {
-                if !g.evt_set {
+                if !g.evt_hot {
                     state::signal_eventfd(self.eventfd());
-                    g.evt_set = true;
+                    g.evt_hot = true;
                 }
-                self.cq.arm();
                 return;
             }
             // Not readable: the eventfd must not stay readable, whether we
             // or the kernel (a send's completion) signalled it, or a
             // level-triggered wait on it would spin.
+            if !g.evt_hot {
+                return;
+            }
             self.cq.clear_event();
-            g.evt_set = false;
-            if self.cq.arm() {
+            g.evt_hot = false;
+            if self.rearm(g) {
                 return;
             }
         }
@@ -206,11 +245,15 @@ impl Conn {
     /// Drops our own readable mark on the eventfd (a wait for something
     /// else than reading), so only new completions wake it.
     pub fn unmark(&self, g: &mut Inner) {
-        self.cq.clear_event();
-        g.evt_set = false;
-        if !self.cq.arm() {
+        self.rearm(g);
+        if g.evt_hot {
+            self.cq.clear_event();
+            g.evt_hot = false;
+        }
+        if !self.rearm(g) {
             self.process(g);
             state::signal_eventfd(self.eventfd());
+            g.evt_hot = true;
         }
     }
 
@@ -243,7 +286,17 @@ impl Conn {
     }
 
     /// `recv` into `iov`: copies out of the ring.
-    pub fn recv(&self, iov: &[(*mut u8, usize)], peek: bool, waitall: bool, nonblock: bool) -> Io {
+    ///
+    /// `nonblock` says whether the socket is non-blocking; it is asked only
+    /// when the call would otherwise wait (it costs a system call, and a
+    /// call that finds bytes does not depend on it).
+    pub fn recv(
+        &self,
+        iov: &[(*mut u8, usize)],
+        peek: bool,
+        waitall: bool,
+        nonblock: &dyn Fn() -> bool,
+    ) -> Io {
         let want: usize = iov.iter().map(|v| v.1).sum();
         if want == 0 {
             return Io::Done(0);
@@ -259,9 +312,9 @@ impl Conn {
                 if !peek {
                     g.rx_read += n as u64;
                     // Give the space back once an eighth of the ring is
-                    // read, or everything was.
-                    if (g.rx_read - g.rx_consumed >= (self.ring.len() / 8) as u64
-                        || g.rx_read == g.rx_end)
+                    // read (not on every read: a system call each; the
+                    // NIC has the other seven eighths meanwhile).
+                    if g.rx_read - g.rx_consumed >= (self.ring.len() / 8) as u64
                         && self.flow().consume(g.rx_read).is_ok()
                     {
                         g.rx_consumed = g.rx_read;
@@ -275,7 +328,7 @@ impl Conn {
                 }
                 continue;
             }
-            if got > 0 && (g.eof || g.err != 0 || nonblock) {
+            if got > 0 && (g.eof || g.err != 0 || nonblock()) {
                 return Io::Done(got);
             }
             if g.rx_end == g.rx_read && g.err != 0 {
@@ -284,7 +337,7 @@ impl Conn {
             if g.eof {
                 return Io::Done(0);
             }
-            if nonblock {
+            if nonblock() {
                 return Io::Err(Errno::EAGAIN);
             }
             if let Err(e) = self.sleep(g) {
@@ -325,13 +378,16 @@ impl Conn {
     /// `send` of `iov`: copied through staging (small, or non-blocking
     /// sockets) or zero-copy from the caller's memory (blocking, at least
     /// the threshold), completing when ACKed.
-    pub fn send(&self, iov: &[(*const u8, usize)], nonblock: bool) -> Io {
+    ///
+    /// `nonblock` is asked only when it matters: for a send large enough to
+    /// go zero-copy, and when the staging memory is full.
+    pub fn send(&self, iov: &[(*const u8, usize)], nonblock: &dyn Fn() -> bool) -> Io {
         let total: usize = iov.iter().map(|v| v.1).sum();
         if total == 0 {
             return Io::Done(0);
         }
         let cfg = state::config();
-        if !nonblock && iov.len() == 1 && total >= cfg.zc_threshold {
+        if iov.len() == 1 && total >= cfg.zc_threshold && !nonblock() {
             return self.send_zc(iov[0].0, total);
         }
         let mut done = 0usize;
@@ -378,7 +434,7 @@ impl Conn {
                     }
                 }
             }
-            if nonblock {
+            if nonblock() {
                 return if done > 0 {
                     Io::Done(done)
                 } else {
@@ -511,6 +567,42 @@ impl Conn {
     /// Counters of the flow (for the log).
     pub fn query(&self) -> Option<zn::FlowQuery> {
         self.flow().query().ok()
+    }
+
+    /// Adds the flow's receive counters to the process's and logs them,
+    /// once (at the last close, or at exit for a connection still open):
+    /// every byte the flow delivered was placed by the NIC or copied; the
+    /// copies either during set-up (bytes that came before the NIC placed
+    /// any: queued before the attach, or arriving while the NIC's flow was
+    /// being installed) or later (frames the NIC handed to the normal path
+    /// for lack of posted space).
+    pub fn account(&self, why: &str) {
+        if self.accounted.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let Some(q) = self.query() else { return };
+        let (read, setup) = {
+            let g = self.lock();
+            // No wholly placed completion ever: all its copies were.
+            (g.rx_read, g.setup_copied.unwrap_or(q.rx_copied_bytes))
+        };
+        let st = state::stats();
+        Stats::add(&st.rx_placed_bytes, q.rx_placed_bytes);
+        Stats::add(&st.rx_copied_bytes, q.rx_copied_bytes);
+        Stats::add(&st.rx_setup_copied_bytes, setup);
+        Stats::add(&st.rx_delivered_bytes, q.rx_stream_off);
+        Stats::add(&st.tx_merged_bytes, q.tx_merged_bytes);
+        state::log(&format!(
+            "conn {}: {why}: rx_delivered {} rx_placed {} rx_copied {} rx_setup_copied {} rx_read {} tx_merged {} tx_copied {}",
+            self.id,
+            q.rx_stream_off,
+            q.rx_placed_bytes,
+            q.rx_copied_bytes,
+            setup,
+            read,
+            q.tx_merged_bytes,
+            q.tx_copied_bytes
+        ));
     }
 }
 

@@ -222,14 +222,18 @@ fn offload(fd: c_int) {
         Stats::add(&st.fallback_no_device, 1);
         return;
     };
-    let on_port = ifindex_of(ip(&local)).is_some_and(|ifx| {
-        dev.query()
-            .map(|q| {
-                q.ports[..q.num_ports as usize]
-                    .iter()
-                    .any(|pt| pt.ifindex == ifx)
-            })
-            .unwrap_or(false)
+    // Once per local address (getifaddrs is a netlink dump): the attach
+    // itself refuses a route that does not leave through a port (ENODEV).
+    let on_port = *p.on_port.entry(ip(&local)).or_insert_with(|| {
+        ifindex_of(ip(&local)).is_some_and(|ifx| {
+            dev.query()
+                .map(|q| {
+                    q.ports[..q.num_ports as usize]
+                        .iter()
+                        .any(|pt| pt.ifindex == ifx)
+                })
+                .unwrap_or(false)
+        })
     });
     if !on_port {
         Stats::add(&st.fallback_route, 1);
@@ -243,6 +247,7 @@ fn offload(fd: c_int) {
     let id = p.next_id;
     // Not across the attach: it calls into libc, whose wrappers take it.
     drop(p);
+    let t0 = std::time::Instant::now();
     match Conn::attach(&dev, fd, id) {
         Ok(c) => {
             let c = Arc::new(c);
@@ -254,11 +259,12 @@ fn offload(fd: c_int) {
             Stats::add(&st.offloaded, 1);
             Stats::add(&st.open_conns, 1);
             state::log(&format!(
-                "fd {fd}: offloaded {}:{} -> {}:{} (conn {id})",
+                "fd {fd}: offloaded {}:{} -> {}:{} (conn {id}, attached in {} us)",
                 ip(&local),
                 u16::from_be(local.sin_port),
                 ip(&peer),
-                u16::from_be(peer.sin_port)
+                u16::from_be(peer.sin_port),
+                t0.elapsed().as_micros()
             ));
             mux::attached(fd, &c);
         }
@@ -301,12 +307,7 @@ fn forget_fd(fd: c_int, c: Option<Arc<Conn>>) {
     };
     if last {
         c.drain_sends(10_000);
-        if let Some(q) = c.query() {
-            state::log(&format!(
-                "conn {}: closed: rx placed {} copied {} tx merged {} copied {}",
-                c.id, q.rx_placed_bytes, q.rx_copied_bytes, q.tx_merged_bytes, q.tx_copied_bytes
-            ));
-        }
+        c.account("closed");
     }
     // The Conn (flow, regions, CQ) goes with its last Arc.
 }
@@ -365,7 +366,7 @@ unsafe fn do_recv(fd: c_int, iov: &[(*mut u8, usize)], flags: c_int, c: &Conn) -
         iov,
         flags & libc::MSG_PEEK != 0,
         flags & libc::MSG_WAITALL != 0,
-        nonblocking(fd, flags),
+        &|| nonblocking(fd, flags),
     );
     ret(io, false)
 }
@@ -514,7 +515,7 @@ unsafe fn do_send(fd: c_int, iov: &[(*const u8, usize)], flags: c_int, c: &Conn)
         set_errno(Errno::EOPNOTSUPP);
         return -1;
     }
-    let io = c.send(iov, nonblocking(fd, flags));
+    let io = c.send(iov, &|| nonblocking(fd, flags));
     ret(io, flags & libc::MSG_NOSIGNAL == 0)
 }
 
@@ -593,7 +594,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, m: *const msghdr, f: c_int) -> ssize
 unsafe fn do_sendfile(o: c_int, i: c_int, off: *mut libc::off_t, n: size_t, c: &Conn) -> ssize_t {
     const CHUNK: usize = 1 << 20;
     let mut buf = vec![0u8; n.min(CHUNK)];
-    let nb = nonblocking(o, 0);
+    let nb = || nonblocking(o, 0);
     let mut done = 0usize;
     while done < n {
         let want = (n - done).min(buf.len());
@@ -611,7 +612,7 @@ unsafe fn do_sendfile(o: c_int, i: c_int, off: *mut libc::off_t, n: size_t, c: &
             break;
         }
         let r = r as usize;
-        let sent = match c.send(&[(buf.as_ptr(), r)], nb) {
+        let sent = match c.send(&[(buf.as_ptr(), r)], &nb) {
             Io::Done(k) => k,
             Io::Err(e) => {
                 if off.is_null() {
@@ -878,12 +879,18 @@ pub unsafe extern "C" fn epoll_pwait(
 
 static INIT: AtomicUsize = AtomicUsize::new(0);
 
-/// Registers the exit report (`ZN_SHIM_STATS`).
+/// Reads the configuration while the environment is the one the program
+/// was started with (nginx, for one, replaces `environ` in its workers
+/// before they accept a connection: a first read there would find no
+/// `ZN_SHIM_*` variable), and registers the exit report (`ZN_SHIM_STATS`).
 #[used]
 #[link_section = ".init_array"]
 static CTOR: extern "C" fn() = {
     extern "C" fn ctor() {
         if INIT.swap(1, Ordering::Relaxed) == 0 {
+            state::config();
+            // SAFETY: registering plain functions.
+            unsafe { libc::pthread_atfork(None, None, Some(state::after_fork_child)) };
             // SAFETY: registering a plain function.
             unsafe { libc::atexit(state::at_exit) };
         }

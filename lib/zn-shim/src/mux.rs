@@ -449,6 +449,22 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
                 last_tx_gen: u64::MAX,
                 disabled: false,
             };
+            // A MOD that leaves the eventfd's registration as it is needs
+            // no system call (event loops such as wrk's and redis's switch
+            // EPOLLOUT on and off around every write): the socket's own
+            // registration is the tag with no events either way, and the
+            // new events are checked from the connection's state.
+            if op == libc::EPOLL_CTL_MOD {
+                let mut p = state::lock();
+                if let Some(old) = p.epolls.get_mut(&ep).and_then(|s| s.get_mut(&fd)) {
+                    if old.conn.as_ref().is_some_and(|x| Arc::ptr_eq(x, &c))
+                        && evt_events(old) == evt_events(&reg)
+                    {
+                        *old = reg;
+                        return 0;
+                    }
+                }
+            }
             let r = install(ep, fd, &reg, &c, op);
             if r == 0 {
                 state::lock().epolls.entry(ep).or_default().insert(fd, reg);

@@ -71,28 +71,57 @@ pub fn config() -> &'static Config {
     })
 }
 
-/// Per-process counters (`ZN_SHIM_STATS`).
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub offloaded: AtomicU64,
-    pub open_conns: AtomicU64,
-    pub fallback_disabled: AtomicU64,
-    pub fallback_not_tcp: AtomicU64,
-    pub fallback_not_ipv4: AtomicU64,
-    pub fallback_loopback: AtomicU64,
-    pub fallback_no_device: AtomicU64,
-    pub fallback_route: AtomicU64,
-    pub fallback_attach_error: AtomicU64,
-    pub fallback_not_established: AtomicU64,
-    pub inherited_use: AtomicU64,
-    pub rx_bytes: AtomicU64,
-    pub tx_bytes: AtomicU64,
-    pub tx_staged_sends: AtomicU64,
-    pub tx_zc_sends: AtomicU64,
-    pub tx_zc_bytes: AtomicU64,
-    pub rx_copied_completions: AtomicU64,
-    pub sendfile_bytes: AtomicU64,
-    pub unsupported_calls: AtomicU64,
+/// Declares the counters once: the struct, the order and names of the
+/// exit report, and the reset of a forked child.
+macro_rules! counters {
+    ($($(#[$m:meta])* $field:ident = $name:literal,)*) => {
+        /// Per-process counters (`ZN_SHIM_STATS`); a forked child starts
+        /// from zero (its parent reports its own).
+        #[derive(Debug, Default)]
+        pub struct Stats {
+            $($(#[$m])* pub $field: AtomicU64,)*
+        }
+
+        impl Stats {
+            fn all(&self) -> Vec<(&'static str, &AtomicU64)> {
+                vec![$(($name, &self.$field)),*]
+            }
+        }
+    };
+}
+
+counters! {
+    offloaded = "offloaded",
+    /// Offloaded connections not yet closed.
+    open_conns = "open",
+    fallback_disabled = "fallback disabled",
+    fallback_not_tcp = "not_tcp",
+    fallback_not_ipv4 = "not_ipv4",
+    fallback_loopback = "loopback",
+    fallback_no_device = "no_device",
+    fallback_route = "route",
+    fallback_attach_error = "attach_error",
+    fallback_not_established = "not_established",
+    inherited_use = "inherited_use",
+    unsupported_calls = "unsupported",
+    /// Bytes the application read, and sent.
+    rx_bytes = "rx_bytes",
+    tx_bytes = "tx_bytes",
+    tx_staged_sends = "tx_staged_sends",
+    tx_zc_sends = "tx_zc_sends",
+    tx_zc_bytes = "tx_zc_bytes",
+    sendfile_bytes = "sendfile_bytes",
+    rx_copied_completions = "rx_copied_completions",
+    /// The flows' own counters (FLOW_QUERY), added when a connection
+    /// closes (or at exit): bytes delivered in order, placed by the NIC,
+    /// copied (all, and those copied during set-up, before the NIC placed
+    /// any byte of the flow), and sent bytes the NIC read from the
+    /// registered memory.
+    rx_delivered_bytes = "rx_delivered_bytes",
+    rx_placed_bytes = "rx_placed_bytes",
+    rx_copied_bytes = "rx_copied_bytes",
+    rx_setup_copied_bytes = "rx_setup_copied_bytes",
+    tx_merged_bytes = "tx_merged_bytes",
 }
 
 impl Stats {
@@ -103,30 +132,17 @@ impl Stats {
         c.fetch_sub(n, Ordering::Relaxed);
     }
     pub fn render(&self) -> String {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        format!(
-            "zn-shim pid {}: offloaded {} open {} fallback disabled {} not_tcp {} not_ipv4 {} loopback {} no_device {} route {} attach_error {} not_established {} inherited_use {} unsupported {} rx_bytes {} tx_bytes {} tx_staged_sends {} tx_zc_sends {} tx_zc_bytes {} sendfile_bytes {} rx_copied_completions {}",
-            pid(),
-            g(&self.offloaded),
-            g(&self.open_conns),
-            g(&self.fallback_disabled),
-            g(&self.fallback_not_tcp),
-            g(&self.fallback_not_ipv4),
-            g(&self.fallback_loopback),
-            g(&self.fallback_no_device),
-            g(&self.fallback_route),
-            g(&self.fallback_attach_error),
-            g(&self.fallback_not_established),
-            g(&self.inherited_use),
-            g(&self.unsupported_calls),
-            g(&self.rx_bytes),
-            g(&self.tx_bytes),
-            g(&self.tx_staged_sends),
-            g(&self.tx_zc_sends),
-            g(&self.tx_zc_bytes),
-            g(&self.sendfile_bytes),
-            g(&self.rx_copied_completions),
-        )
+        let mut s = format!("zn-shim pid {}:", pid());
+        for (name, c) in self.all() {
+            s += &format!(" {name} {}", c.load(Ordering::Relaxed));
+        }
+        s
+    }
+    /// A forked child's counters start from zero.
+    pub fn reset(&self) {
+        for (_, c) in self.all() {
+            c.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -149,6 +165,8 @@ pub struct Proc {
     /// Non-blocking connects in progress: attach once established.
     pub pending: std::collections::HashSet<i32>,
     pub next_id: u32,
+    /// Local addresses seen, and whether they are on a ZeroNIC port.
+    pub on_port: HashMap<std::net::Ipv4Addr, bool>,
     /// epoll fd -> registered fd -> registration (offloaded and pending
     /// fds only).
     pub epolls: HashMap<i32, HashMap<i32, crate::mux::Reg>>,
@@ -303,7 +321,25 @@ pub(crate) use real_fn;
 real_fn!(pub fn real_write = "write" (fd: c_int, b: *const libc::c_void, n: usize) -> isize);
 real_fn!(pub fn real_poll = "poll" (f: *mut libc::pollfd, n: libc::nfds_t, t: c_int) -> c_int);
 
+/// `pthread_atfork` child handler: the counters are per process.
+pub extern "C" fn after_fork_child() {
+    stats().reset();
+}
+
 pub extern "C" fn at_exit() {
+    // Connections still open: their counters too (not if another thread
+    // holds the lock: exit must not hang).
+    let p = PROC.load(Ordering::Acquire);
+    if !p.is_null() && PID.load(Ordering::Acquire) == pid() {
+        // SAFETY: published by proc_(), never freed.
+        let open: Vec<Arc<Conn>> = unsafe { &*p }
+            .try_lock()
+            .map(|g| g.fds.values().cloned().collect())
+            .unwrap_or_default();
+        for c in open {
+            c.account("open at exit");
+        }
+    }
     if let Some(dest) = config().stats.as_deref() {
         let line = format!("{}\n", stats().render());
         emit(dest, dest == "-", &line);
