@@ -21,7 +21,7 @@
 #    attach and post before the first payload byte), so copied = 0 and no
 #    completion is flagged COPIED (the receive window ends at the posted
 #    room, so a lagging receiver stalls its peer instead of being copied
-#    to; docs/design.md), but for fewer than one window-scale unit's bytes
+#    to; docs/design.md), but for at most one window-scale unit's bytes
 #    (128) per COPIED completion: the window's granularity lets a peer put
 #    that much past a room that ran out (docs/uapi.md). Under loss the
 #    copies are reported;
@@ -173,10 +173,10 @@ for s, side in sides.items():
                 bad.append("side %s flow %d: placed %d + copied %d != received %d" % (
                     s, i, c["rx_placed_bytes"], c["rx_copied_bytes"], f["rx_bytes"]))
             # Clean wire: nothing copied but, each time a receiver's room
-            # ran out with the peer holding more, fewer than a window-scale
+            # ran out with the peer holding more, at most a window-scale
             # unit's bytes past it (docs/uapi.md, flow control); each such
             # time flags one completion COPIED.
-            if clean and c["rx_copied_bytes"] > (UNIT - 1) * f["copied_completions"]:
+            if clean and c["rx_copied_bytes"] > UNIT * f["copied_completions"]:
                 bad.append("side %s flow %d: clean wire, but %d bytes copied (%d completions flagged COPIED, unit %d)" % (
                     s, i, c["rx_copied_bytes"], f["copied_completions"], UNIT))
         if sends and c["tx_merged_bytes"] + c["tx_copied_bytes"] < f["tx_bytes"]:
