@@ -1840,12 +1840,10 @@ mod tests {
         assert_eq!(depth(Some(7), 1), 7);
     }
 
-    /// Plain bulk over loopback, several flows on two threads: byte counts
-    /// and digests agree end to end (the digest plumbing, without a NIC).
-    #[test]
-    fn plain_bulk_digests_agree() {
-        let sp = spec(Kind::Bandwidth, true);
-        let (c, s) = pairs(3);
+    /// Runs `sp` over `n` loopback connections: a receiving server thread
+    /// and a sending client with options `client`; both sides' results.
+    fn run_pair(sp: &TestSpec, client: &SideOpts, n: usize) -> (SideResult, SideResult) {
+        let (c, s) = pairs(n);
         let recv = std::thread::spawn({
             let sp = sp.clone();
             move || {
@@ -1855,11 +1853,16 @@ mod tests {
                     .unwrap()
             }
         });
-        let sent = prepare(&opts("client"), &sp, Role::Send, c)
-            .unwrap()
-            .run()
-            .unwrap();
-        let got = recv.join().unwrap();
+        let sent = prepare(client, sp, Role::Send, c).unwrap().run().unwrap();
+        (sent, recv.join().unwrap())
+    }
+
+    /// Plain bulk over loopback, several flows on two threads: byte counts
+    /// and digests agree end to end (the digest plumbing, without a NIC).
+    #[test]
+    fn plain_bulk_digests_agree() {
+        let sp = spec(Kind::Bandwidth, true);
+        let (sent, got) = run_pair(&sp, &opts("client"), 3);
         assert_eq!(sent.bytes, 3 * 123_457);
         assert_eq!(got.bytes, 3 * 123_457);
         crate::report::digests_match(&sent, &got).unwrap();
@@ -1884,23 +1887,7 @@ mod tests {
                 .map(|i| crate::stream::digests(5 + i, &[123_457])[0].clone())
                 .collect(),
         );
-        let run = |sp: &TestSpec| {
-            let (c, s) = pairs(3);
-            let recv = std::thread::spawn({
-                let sp = sp.clone();
-                move || {
-                    prepare(&opts("server"), &sp, Role::Recv, s)
-                        .unwrap()
-                        .run()
-                        .unwrap()
-                }
-            });
-            let sent = prepare(&opts("client"), sp, Role::Send, c)
-                .unwrap()
-                .run()
-                .unwrap();
-            (sent, recv.join().unwrap())
-        };
+        let run = |sp: &TestSpec| run_pair(sp, &opts("client"), 3);
         let (sent, got) = run(&sp);
         assert_eq!(got.bytes, 3 * 123_457);
         assert_eq!(
@@ -1933,21 +1920,10 @@ mod tests {
     #[test]
     fn plain_zerocopy_digests_agree() {
         let sp = spec(Kind::Bandwidth, true);
-        let (c, s) = pairs(3);
-        let recv = std::thread::spawn({
-            let sp = sp.clone();
-            move || {
-                prepare(&opts("server"), &sp, Role::Recv, s)
-                    .unwrap()
-                    .run()
-                    .unwrap()
-            }
-        });
         let mut o = opts("client");
         o.zerocopy = true;
         o.congestion = Some("reno".into());
-        let sent = prepare(&o, &sp, Role::Send, c).unwrap().run().unwrap();
-        let got = recv.join().unwrap();
+        let (sent, got) = run_pair(&sp, &o, 3);
         assert_eq!(got.bytes, 3 * 123_457);
         crate::report::digests_match(&sent, &got).unwrap();
         assert!(sent.zerocopy);
