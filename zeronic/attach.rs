@@ -310,6 +310,16 @@ impl Flow {
             inner.phase = Phase::Detached;
         }
         self.drop_pending_sends();
+        {
+            // Give the window back to TCP: nothing posts any more, and a
+            // window held at the old room would leave the peer probing it
+            // (and both sockets, with their module references, alive)
+            // after the application closed. 2^30 ahead is beyond any
+            // window TCP offers.
+            let mut sk = self.sock.lock();
+            let nxt = sk.rcv_nxt();
+            sk.bound_rcv_window(nxt.wrapping_add(1 << 30));
+        }
         self.control.remove_flow(self.hw_index, self);
         let confirmed =
             self.inner.lock().nic_removed || remove_nic_flow(&self.control, self.hw_index);
