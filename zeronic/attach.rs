@@ -314,11 +314,10 @@ impl Flow {
             // Give the window back to TCP: nothing posts any more, and a
             // window held at the old room would leave the peer probing it
             // (and both sockets, with their module references, alive)
-            // after the application closed. 2^30 ahead is beyond any
-            // window TCP offers.
-            let mut sk = self.sock.lock();
-            let nxt = sk.rcv_nxt();
-            sk.bound_rcv_window(nxt.wrapping_add(1 << 30));
+            // after the application closed. After the phase change under
+            // `inner`: a `consume()` holding the socket lock that saw the
+            // flow attached bounds the window before this, never after.
+            self.sock.lock().unbound_rcv_window();
         }
         self.control.remove_flow(self.hw_index, self);
         let confirmed =
