@@ -75,13 +75,21 @@ zn_sysfs_write() {
 # Runs one check as a KTAP test case: zn_case "description" command args...
 zn_case() {
 	local desc=$1; shift
-	local out
+	local out t0=$SECONDS
 	if out=$("$@" 2>&1); then
 		ktap_test_pass "$desc"
 	else
 		[ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/# /'
 		ktap_test_fail "$desc"
 	fi
+	zn_case_took "$t0"
+}
+
+# zn_case_took T0: says how long a case that started at $SECONDS T0 took,
+# if it was long enough to matter for the suite's run time.
+zn_case_took() {
+	local d=$((SECONDS - $1))
+	[ "$d" -lt 3 ] || ktap_print_msg "(took $d s)"
 }
 
 # zn_case_here "description" command args...: as zn_case, but the command
@@ -90,6 +98,7 @@ zn_case() {
 zn_case_here() {
 	local desc=$1 out
 	shift
+	local t0=$SECONDS
 	out=$(mktemp) || return 1
 	if "$@" >"$out" 2>&1; then
 		ktap_test_pass "$desc"
@@ -98,4 +107,5 @@ zn_case_here() {
 		ktap_test_fail "$desc"
 	fi
 	rm -f "$out"
+	zn_case_took "$t0"
 }

@@ -465,10 +465,25 @@ impl Queues {
     }
 
     /// `ndo_start_xmit`: copies the frame to the next TX slot.
+    ///
+    /// The doorbell is rung after the TX lock is dropped: under TCG (and in
+    /// a VM generally) it is an MMIO exit costing more than the rest of the
+    /// post, and NAPI's `reap_tx` on another CPU would spin on the lock
+    /// meanwhile. A doorbell only says "look at the queues", so one rung
+    /// after another CPU posted more, or after the ring was torn down (the
+    /// NIC ignores doorbells of disabled queues), is harmless.
     pub(crate) fn xmit<'x>(&self, dev: &NetDevice, skb: XmitSkb<'x>) -> NetdevTx<'x> {
+        let r = match self.regs.get() {
+            Ok(r) => r,
+            Err(_) => {
+                // The device is gone: drop, as a disconnected link does.
+                bump(&self.stats.tx_dropped, 1);
+                return NetdevTx::Ok;
+            }
+        };
         let mut guard = self.tx.lock();
-        let (Some(tx), Ok(r)) = (&mut *guard, self.regs.get()) else {
-            // Stopping, or the device is gone: drop, as a disconnected link does.
+        let Some(tx) = &mut *guard else {
+            // Stopping: drop, as a disconnected link does.
             bump(&self.stats.tx_dropped, 1);
             return NetdevTx::Ok;
         };
@@ -484,13 +499,14 @@ impl Queues {
             // meanwhile) `features_check` had the stack linearize it, and it
             // is copied like any frame below.
             if wr.mr.valid.load(Relaxed) {
+                let mut posted = false;
                 match merge_params(&skb, wr) {
                     Some((hdr_len, mr_offset, pay)) => {
                         match tx.post_merge(&r, &skb, wr.mr.key, mr_offset, hdr_len) {
                             Ok(_) => {
                                 wr.count(true, u64::from(pay));
-                                let _ = r.doorbell(regs::DB_TX);
                                 tx.hold(skb.into_skb());
+                                posted = true;
                             }
                             Err(_) => bump(&self.stats.tx_dropped, 1),
                         }
@@ -501,11 +517,23 @@ impl Queues {
                     dev.stop_queue();
                     bump(&self.stats.tx_stop, 1);
                 }
+                drop(guard);
+                if posted {
+                    // A failed doorbell means the device is gone: the held
+                    // skb is freed when the ring is torn down.
+                    let _ = r.doorbell(regs::DB_TX);
+                }
                 return NetdevTx::Ok;
             }
             wr.count(false, u64::from(skb.len()));
         }
-        match tx.post(&r, &skb) {
+        let posted = tx.post(&r, &skb);
+        if tx.free() == 0 {
+            dev.stop_queue();
+            bump(&self.stats.tx_stop, 1);
+        }
+        drop(guard);
+        match posted {
             Ok(csum) if r.doorbell(regs::DB_TX).is_ok() => bump(
                 if csum {
                     &self.stats.tx_needs_csum
@@ -516,11 +544,6 @@ impl Queues {
             ),
             _ => bump(&self.stats.tx_dropped, 1),
         }
-        if tx.free() == 0 {
-            dev.stop_queue();
-            bump(&self.stats.tx_stop, 1);
-        }
-        drop(guard);
         skb.consume();
         NetdevTx::Ok
     }
