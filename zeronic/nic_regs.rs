@@ -15,7 +15,7 @@ use kernel::{
     prelude::*,
     sync::barrier::{
         mb,
-        Full, //
+        Write, //
     }, //
 };
 
@@ -83,20 +83,13 @@ impl Regs<'_> {
         (&*self.bar2).try_write64(val, off)
     }
 
-    /// Rings doorbell class `db` (`DB_*`) of the NIC, unless the NIC is
-    /// awake and will see the work anyway.
+    /// Rings doorbell class `db` (`DB_*`) of the NIC.
     ///
     /// Orders every earlier store (ring entries in guest RAM, BAR2 indices)
-    /// before the doorbell, as the hardware spec's §5 asks, and before the
-    /// read of `REG_NIC_AWAKE` (a full barrier: the suppression protocol of
-    /// §6 needs store-to-load order). A doorbell is an MMIO exit; skipping
-    /// it while the model scans anyway saves most of them under load.
+    /// before the doorbell, as the hardware spec's §5 asks.
     #[inline]
     pub(crate) fn doorbell(&self, db: u16) -> Result {
-        mb(Full);
-        if self.r32(regs::REG_NIC_AWAKE)? != 0 {
-            return Ok(());
-        }
+        mb(Write);
         (&*self.bar0).try_write32(regs::doorbell_value(db), regs::BAR0_DOORBELL)
     }
 }

@@ -162,9 +162,6 @@ pub const REG_FATAL_INFO: usize = 0x04c;
 pub const REG_HEARTBEAT: usize = 0x050;
 /// rw u32: scratch, untouched by the model except at reset.
 pub const REG_SCRATCH: usize = 0x054;
-/// ro u32: nonzero while the model is scanning and will scan again before it
-/// waits for a doorbell: a driver may then skip its doorbell (docs §6).
-pub const REG_NIC_AWAKE: usize = 0x058;
 /// ro u64 array: global statistics, index `GSTAT_*`.
 pub const REG_GSTATS: usize = 0x080;
 /// Global statistics slots.

@@ -164,7 +164,6 @@ fn code_constants() -> BTreeMap<String, u64> {
         REG_FATAL_INFO,
         REG_HEARTBEAT,
         REG_SCRATCH,
-        REG_NIC_AWAKE,
         REG_GSTATS,
         GSTAT_SLOTS,
         DEV_CTRL_RESET,

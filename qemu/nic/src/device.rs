@@ -243,17 +243,6 @@ impl Device {
         !self.fatal && self.bar.r32(REG_DEV_CTRL) & DEV_CTRL_ENABLE != 0
     }
 
-    /// Says whether the model will scan again before it waits for a
-    /// doorbell (`REG_NIC_AWAKE`, doorbell suppression: hardware.md §6).
-    /// Clearing it is followed by a full fence: the caller's next scan must
-    /// not read the queues' indices before the guest can see the 0.
-    pub fn set_awake(&self, awake: bool) {
-        self.bar.w32(REG_NIC_AWAKE, u32::from(awake));
-        if !awake {
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-
     /// Adds to a global statistic.
     pub fn gstat(&self, i: usize, v: u64) {
         self.bar.add64(REG_GSTATS + 8 * i, v);

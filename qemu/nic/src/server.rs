@@ -249,18 +249,7 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
                 }
             }
         }
-        // Doorbell suppression (hardware.md §6): drivers skip doorbells
-        // while REG_NIC_AWAKE is set, so after clearing it scan once more
-        // before waiting: work posted by a driver that read it set is found
-        // by that scan.
-        lock(&model.guests[g].dev).set_awake(true);
-        let first = model.poll(g, Instant::now());
-        lock(&model.guests[g].dev).set_awake(false);
-        let again = model.poll(g, Instant::now());
-        next = match (first, again) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        next = model.poll(g, Instant::now());
     }
 }
 
