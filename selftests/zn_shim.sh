@@ -20,7 +20,8 @@
 # end). Nothing else may be copied: small segments, ring wraps and
 # segments that reach a busy socket's backlog are placed. Each case prints throughput (or
 # requests/s) with and without the shim and the guest's CPU seconds per GiB
-# moved (system-wide, /proc/stat).
+# moved (system-wide, /proc/stat). Last, once every application exited, no
+# region, pin or flow of NIC 0 is left (zn-perf query).
 #
 # ZN_SHIM_SECS: seconds per iperf3 run (default 3).
 # ZN_SHIM_CASES: run only the cases named (words of: iperf iperfz iperfr
@@ -36,10 +37,21 @@ zn_need_topology two-port
 SHIM=$ZN_ROOT/target/release/libzn_shim.so
 SECS=${ZN_SHIM_SECS:-3}
 
+PERF=$ZN_ROOT/target/release/zn-perf
+
 zn_load
-zn_net_start 8
+zn_net_start 9
 
 [ -e "$SHIM" ] || ktap_exit_fail_msg "no $SHIM (cargo build --release --workspace)"
+
+# nic_use: NIC 0's "mr_in_use pinned_pages flows_in_use".
+nic_use() {
+	"$PERF" query --json | python3 -c '
+import json, sys
+q = json.load(sys.stdin)
+print(q["mr_in_use"], q["pinned_pages"], q["flows_in_use"])'
+}
+BEFORE=$(nic_use)
 
 TMPD=$(mktemp -d)
 REDIS_PIDS=()
@@ -238,7 +250,7 @@ shim_case iperfr "iperf3 -R (server sends) over the shim, with vs without" iperf
 # 4 connections (each costs an attach with the shim): enough to check the
 # data path and the accounting; ZN_SHIM_REDIS_N, ZN_SHIM_REDIS_N64 for
 # steadier figures.
-REDIS_N=${ZN_SHIM_REDIS_N:-300}
+REDIS_N=${ZN_SHIM_REDIS_N:-200}
 REDIS_N64=${ZN_SHIM_REDIS_N64:-64}
 
 # redis_start SHIM NAME PORT: a redis-server on side b (no persistence
@@ -428,5 +440,20 @@ disabled_case() {
 	[ "$(shimstat "$TMPD/iperf-dis.stats" disabled)" -ge 2 ] || { echo "ZN_SHIM=0: fallbacks not counted as disabled"; return 1; }
 }
 shim_case disabled "ZN_SHIM=0 disables the offload (counted), the same run offloads without it" disabled_case
+
+# Every application exited: their regions, pins and flows are gone (a
+# connection's last close detaches it and deregisters its memory; the
+# kernel lets go once the sockets are closed).
+left_case() {
+	local now
+	for _ in $(seq 50); do
+		now=$(nic_use) || return 1
+		[ "$now" = "$BEFORE" ] && return 0
+		sleep 0.2
+	done
+	echo "mr_in_use pinned_pages flows_in_use: $BEFORE before, $now after"
+	return 1
+}
+zn_case "no region, pin or flow left once the applications exited" left_case
 
 ktap_finished
