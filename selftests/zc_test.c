@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/sockios.h>
@@ -680,6 +681,80 @@ TEST_F(zc, receive_window_ends_at_the_posted_room)
 	EXPECT_EQ(total, fq.rx_stream_off);
 	EXPECT_GE(unit, fq.rx_copied_bytes);
 	EXPECT_EQ(total, fq.rx_placed_bytes + fq.rx_copied_bytes);
+	free(src);
+}
+
+/*
+ * Small segments that arrive while the application holds the socket (any
+ * ioctl on the flow locks it, as the shim does on every read batch and
+ * send) go to TCP's backlog, where the stack pulls a packet whose payload
+ * fits the free room of its header buffer into that buffer
+ * (skb_condense(), also for the out-of-order queue): the payload the NIC
+ * placed would then come back as a copy. The receipt skbs leave no such
+ * room, so every byte is placed. A child sends 40-byte messages one at a
+ * time (TCP_NODELAY) while the parent keeps the socket busy with
+ * STREAM_CONSUME.
+ */
+TEST_F(zc, small_segments_to_a_busy_owner_are_placed)
+{
+	const size_t msg = 40, count = 600, total = msg * count, ring = 64 << 10;
+	struct zeronic_stream_consume sc = { 0 };
+	struct zeronic_flow_query fq = { 0 };
+	size_t got = 0, i, flagged = 0;
+	struct zeronic_cqe e;
+	struct zeronic_cq_ring *r = self->map;
+	struct zeronic_cqe *ents = (void *)((char *)self->map + r->entries_offset);
+	int one = 1, status = -1;
+	struct timespec t0, t1;
+	char *src;
+	pid_t pid;
+
+	src = malloc(total);
+	ASSERT_NE(NULL, src);
+	for (i = 0; i < total; i++)
+		src[i] = (char)(i * 13 + (i >> 8));
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_STREAM,
+			    self->key_rw, ring, &fq.flow));
+	ASSERT_EQ(0, setsockopt(self->cli, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		for (i = 0; i < count; i++) {
+			if (write(self->cli, src + i * msg, msg) != (ssize_t)msg)
+				_exit(1);
+			usleep(2000);
+		}
+		_exit(0);
+	}
+	sc.flow = fq.flow;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (got < total) {
+		__u32 tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+
+		/* Consuming nothing new still locks the socket. */
+		ASSERT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_STREAM_CONSUME, &sc));
+		while (r->head != tail) {
+			e = ents[r->head & r->mask];
+			__atomic_store_n(&r->head, r->head + 1, __ATOMIC_RELEASE);
+			ASSERT_EQ(ZERONIC_CQE_STREAM_DATA, e.opcode);
+			EXPECT_EQ(got, e.stream_off);
+			got += e.len;
+			flagged += !!(e.flags & ZERONIC_CQE_F_COPIED);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (t1.tv_sec - t0.tv_sec > 60)
+			break;
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, status);
+	ASSERT_EQ(total, got);
+	EXPECT_EQ(0, memcmp(self->buf, src, total));
+	ASSERT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_FLOW_QUERY, &fq));
+	EXPECT_EQ(total, fq.rx_stream_off);
+	EXPECT_EQ(0u, fq.rx_copied_bytes)
+		TH_LOG("%llu of %zu bytes copied, %zu completions flagged COPIED",
+		       (unsigned long long)fq.rx_copied_bytes, total, flagged);
+	EXPECT_EQ(total, fq.rx_placed_bytes);
 	free(src);
 }
 

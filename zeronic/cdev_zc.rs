@@ -334,9 +334,11 @@ impl ZcFiles {
         // CAST: at most MS_PER_FLOW and the CQ's size.
         req.rx_posted = inner.segs.len() as u32;
         req.tx_posted = inner.tx.in_flight() as u32;
-        drop(inner);
+        // Under the lock `Flow::consume` updates them with `rx_done`: the
+        // stream offset is always placed + copied.
         req.rx_placed_bytes = flow.stats.rx_placed.load(Relaxed);
         req.rx_copied_bytes = flow.stats.rx_copied.load(Relaxed);
+        drop(inner);
         req.tx_merged_bytes = flow.stats.tx_merged.load(Relaxed);
         req.tx_copied_bytes = flow.stats.tx_copied.load(Relaxed);
         req.reserved = [0; 2];

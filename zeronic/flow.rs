@@ -377,6 +377,9 @@ impl Flow {
                 // rx_isn + rx_done by construction.
                 return 0;
             }
+            // This chunk's counts start here; `settle` records them with
+            // `rx_done`, under the lock, as FLOW_QUERY reads them.
+            let (p0, c0) = (placed, copied);
             let mut used = 0usize;
             for piece in chunk.pieces() {
                 let n = match &piece {
@@ -389,7 +392,7 @@ impl Flow {
                     let Some((mr, mr_off, room)) = self.target_of(&inner, pos) else {
                         // Nowhere to put it yet: stop; the rest stays queued
                         // (the window closes) until the application posts.
-                        inner.rx_done = pos;
+                        self.settle(&mut inner, pos, placed - p0, copied - c0);
                         return used + done;
                     };
                     // CAST: bounded by `n - done`, a usize.
@@ -403,7 +406,7 @@ impl Flow {
                             // CAST: `done < n <= PAGE_SIZE`.
                             let src_off = *offset + done as u32;
                             let Some((dst, dst_off, in_page)) = mr.locate(mr_off) else {
-                                inner.rx_done = pos;
+                                self.settle(&mut inner, pos, placed - p0, copied - c0);
                                 return used + done;
                             };
                             // CAST: u32 -> usize is lossless.
@@ -425,7 +428,7 @@ impl Flow {
                         Piece::Unreadable(_) => false,
                     };
                     if !ok {
-                        inner.rx_done = pos;
+                        self.settle(&mut inner, pos, placed - p0, copied - c0);
                         return used + done;
                     }
                     copied += take as u64;
@@ -436,14 +439,12 @@ impl Flow {
                 }
                 used += n;
             }
-            inner.rx_done = pos;
+            self.settle(&mut inner, pos, placed - p0, copied - c0);
             used
         });
         if let Err(e) = res {
             pr_debug!("flow {}: read_sock: {:?}\n", self.id, e);
         }
-        self.stats.rx_placed.add(placed, Relaxed);
-        self.stats.rx_copied.add(copied, Relaxed);
         if let Some(zc) = self.control.zc(self.port) {
             zc.rx_placed.add(placed, Relaxed);
             zc.rx_copied.add(copied, Relaxed);
@@ -475,6 +476,16 @@ impl Flow {
         }
         let progressed = placed + copied != 0;
         self.complete_rx(&mut inner, progressed, eof);
+    }
+
+    /// Records that the flow consumed up to stream offset `pos`, `placed`
+    /// and `copied` bytes of it since the last record. Under the flow's
+    /// lock, as `FLOW_QUERY` reads them: a query then always finds
+    /// `rx_done` = placed + copied, even while `consume` runs on another CPU.
+    fn settle(&self, inner: &mut FlowInner, pos: u64, placed: u64, copied: u64) {
+        inner.rx_done = pos;
+        self.stats.rx_placed.add(placed, Relaxed);
+        self.stats.rx_copied.add(copied, Relaxed);
     }
 
     /// Notes that bytes up to `pos` were copied (for the completions' flag).

@@ -10,7 +10,11 @@
 //! - the linear part is the Ethernet, IPv4 and TCP header as received (of
 //!   the last packet, with its ACK, window and timestamps), with the IPv4
 //!   total length and checksum rewritten for the payload the skb covers and
-//!   the TCP sequence number of its first byte, as LRO drivers do;
+//!   the TCP sequence number of its first byte, as LRO drivers do; it has no
+//!   tailroom, so the stack never pulls the payload into it (`skb_condense()`
+//!   does that to packets whose fragments fit the tailroom when TCP queues
+//!   them to its backlog or out-of-order queue, which would make placed
+//!   bytes copied ones);
 //! - the fragments are the application's pages at that stream offset (the
 //!   posted segment or the ring), each with its own page reference, so the
 //!   skb stays valid whatever happens to the registration; bytes TCP already
@@ -175,6 +179,13 @@ pub(crate) fn deliver(
     loop {
         let first = pos;
         let mut skb = ctx.alloc_skb(u32::from(e.hdr_len))?;
+        // The linear part ends with the header: no tailroom. The stack
+        // pulls the fragments of a packet into its linear part when they
+        // fit there (`skb_condense()`, on TCP's backlog while the
+        // application holds the socket, and on the out-of-order queue),
+        // and the payload the NIC placed would come back as a copy.
+        let room = skb.tailroom().saturating_sub(u32::from(e.hdr_len));
+        skb.reserve(room)?;
         skb.put_data(hdr)?;
         {
             // Fragments for [pos, end), at most MAX_SKB_FRAGS, chosen under
