@@ -223,6 +223,7 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
                 0
             }
         };
+        let woke = Instant::now();
         if rung > 0 {
             let mut b = [0u8; 8];
             for f in fds.iter() {
@@ -231,10 +232,13 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
             }
             // A frozen device drops its doorbells unseen (the scan after
             // the thaw finds the work they announced).
-            let d = lock(&model.guests[g].dev);
+            let mut d = lock(&model.guests[g].dev);
             if !d.frozen {
                 d.gstat(GSTAT_DOORBELLS, rung as u64);
+                d.prof.woke(woke, rung as u64);
             }
+        } else {
+            lock(&model.guests[g].dev).prof.wake_timer += 1;
         }
         {
             let mut d = lock(&model.guests[g].dev);
@@ -250,6 +254,9 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
             }
         }
         next = model.poll(g, Instant::now());
+        if rung > 0 {
+            lock(&model.guests[g].dev).prof.scan.record(woke.elapsed());
+        }
     }
 }
 
