@@ -327,7 +327,9 @@ impl NetDeviceOps for Port {
     /// merge sends (TSO by the NIC). Every other skb is copied (`queues.rs`),
     /// fragments included: a TCP/IPv4 GSO skb of at most `MAX_TSO_FRAME`
     /// bytes as one plain TSO send the NIC segments (if it has
-    /// `CAP_PLAIN_TSO`), any other GSO skb segmented by the stack first.
+    /// `CAP_PLAIN_TSO`; a VLAN device's skb carries its tag out of band
+    /// here, `skb->protocol` is still IPv4, and the NIC segments the tagged
+    /// frame), any other GSO skb segmented by the stack first.
     fn features_check(
         _dev: &NetDevice,
         this: Pin<&Self>,

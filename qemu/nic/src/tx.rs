@@ -75,6 +75,10 @@ struct Merge {
     nseg: u64,
     next: u64,
     src: PaySrc,
+    /// A plain TSO send's 802.1Q tag (TPID + TCI), put back into every
+    /// segment after the source MAC; `hdr` and `t` are of the untagged
+    /// frame.
+    tag: Option<[u8; 4]>,
 }
 
 impl TxJob {
@@ -333,13 +337,15 @@ fn segmented(
         nseg,
         next: 0,
         src,
+        tag: None,
     })
 }
 
-/// `TX_OP_PLAIN` with `TXF_TSO`: the frame is one untagged Ethernet II +
-/// IPv4 + TCP packet of up to `MAX_TSO_FRAME` bytes in guest RAM, cut into
-/// segments as a merge send is (its IPv4 total length and checksums are
-/// ignored; `TXF_CSUM_PARTIAL` may be set and changes nothing).
+/// `TX_OP_PLAIN` with `TXF_TSO`: the frame is one Ethernet II + IPv4 + TCP
+/// packet (untagged or with one 802.1Q tag) of up to `MAX_TSO_FRAME` bytes
+/// in guest RAM, cut into segments as a merge send is (its IPv4 total
+/// length and checksums are ignored; `TXF_CSUM_PARTIAL` may be set and
+/// changes nothing).
 fn check_plain_tso(d: &TxDesc, mem: &GuestMem, mtu: u32) -> Result<Merge, u16> {
     if d.mr_key != 0 || d.mr_offset != 0 || d.pay_len != 0 || d.buf_len < MIN_MERGE_HDR {
         return Err(ST_BAD_DESC);
@@ -351,22 +357,42 @@ fn check_plain_tso(d: &TxDesc, mem: &GuestMem, mtu: u32) -> Result<Merge, u16> {
     // segments are moved, and a send fails before any frame leaves.
     mem.check(d.buf_addr, d.buf_len as u64)
         .map_err(|_| ST_DMA)?;
-    let mut hdr = vec![0u8; d.buf_len.min(MAX_MERGE_HDR) as usize];
+    let mut hdr = vec![0u8; d.buf_len.min(MAX_MERGE_HDR + VLAN_HLEN) as usize];
     mem.read(d.buf_addr, &mut hdr).map_err(|_| ST_DMA)?;
+    // One 802.1Q tag: parsed and segmented as the untagged frame, the tag
+    // put back into every segment.
+    let mut tag = None;
+    if hdr[12..14] == ETH_P_8021Q.to_be_bytes() {
+        if hdr.len() < MIN_MERGE_HDR as usize + VLAN_HLEN as usize {
+            return Err(ST_MALFORMED);
+        }
+        let mut t = [0u8; 4];
+        t.copy_from_slice(&hdr[12..16]);
+        tag = Some(t);
+        hdr.drain(12..16);
+    }
+    let vlan = if tag.is_some() { VLAN_HLEN } else { 0 };
+    let len = d.buf_len - vlan; // the untagged frame's length, >= 50
+    if len < MIN_MERGE_HDR {
+        return Err(ST_MALFORMED);
+    }
     // The host's IP total length is ignored: the frame's length rules.
-    // buf_len <= MAX_TSO_FRAME keeps it within u16.
-    let l = (d.buf_len - ETH_HLEN as u32) as u16;
+    // len <= MAX_TSO_FRAME keeps it within u16.
+    let l = (len - ETH_HLEN as u32) as u16;
     hdr[ETH_HLEN + 2..ETH_HLEN + 4].copy_from_slice(&l.to_be_bytes());
-    let t = match parse_tcp4(&hdr, d.buf_len as usize) {
+    let t = match parse_tcp4(&hdr, len as usize) {
         Ok(Some(t)) => t,
         _ => return Err(ST_MALFORMED),
     };
     hdr.truncate(t.pay_off());
-    let pay = (d.buf_len as usize - t.pay_off()) as u64;
+    let pay = (len as usize - t.pay_off()) as u64;
     let src = PaySrc::Guest {
-        addr: d.buf_addr + t.pay_off() as u64, // checked above: within RAM
+        // Checked above: the frame is within RAM.
+        addr: d.buf_addr + u64::from(vlan) + t.pay_off() as u64,
     };
-    segmented(d, hdr, t, pay, mtu, src)
+    let mut m = segmented(d, hdr, t, pay, mtu, src)?;
+    m.tag = tag;
+    Ok(m)
 }
 
 impl Merge {
@@ -405,9 +431,15 @@ impl Merge {
         h[l4 + 17] = 0;
         let mut c = pseudo_v4(t.src, t.dst, (t.thl as u64 + n) as u16);
         c.add(&h[l4..]);
+        // The checksum field's offset in the frame that leaves.
+        let mut field = l4 + 16;
+        if let Some(tag) = self.tag {
+            h.splice(12..12, tag);
+            field += VLAN_HLEN as usize;
+        }
         let mut f = Frame::owned(h);
         if ext.is_empty() {
-            f.set_csum(l4 + 16, c.finish());
+            f.set_csum(field, c.finish());
         } else {
             // The payload checksum is folded into the pass that moves the
             // payload (placement copy or wire copy), as a streaming NIC does.
@@ -415,10 +447,7 @@ impl Merge {
                 mem: mem.clone(),
                 ext,
             };
-            f.csum = Some(PendingCsum {
-                field: l4 + 16,
-                partial: c,
-            });
+            f.csum = Some(PendingCsum { field, partial: c });
         }
         Some(f)
     }

@@ -112,7 +112,11 @@ fn checksum_partial_is_inserted() {
 /// normal path verifies every checksum.
 #[test]
 fn plain_tso_is_segmented_with_checksums() {
-    for topo in [Topology::TwoGuest, Topology::TwoPort] {
+    for (topo, tagged) in [
+        (Topology::TwoGuest, false),
+        (Topology::TwoPort, false),
+        (Topology::TwoPort, true),
+    ] {
         let mut tb = Tb::new(topo, Impair::default());
         let (rg, rp) = if topo == Topology::TwoPort {
             (0, 1)
@@ -126,6 +130,10 @@ fn plain_tso_is_segmented_with_checksums() {
         f[50..52].copy_from_slice(&[0x12, 0x34]);
         f[24..26].copy_from_slice(&[0, 0]);
         f[18..20].copy_from_slice(&100u16.to_be_bytes()); // IP id
+        let tag = [0x81, 0x00, 0x00, 0x07];
+        if tagged {
+            f.splice(12..12, tag);
+        }
         let a = tb.drv[0].alloc(f.len() as u64);
         tb.drv[0].mem.write(a, &f).unwrap();
         tb.drv[0].tx(
@@ -135,7 +143,7 @@ fn plain_tso_is_segmented_with_checksums() {
                 flags: TXF_TSO | TXF_CSUM_PARTIAL,
                 buf_len: f.len() as u32,
                 buf_addr: a,
-                csum_start: 34,
+                csum_start: 34 + if tagged { 4 } else { 0 },
                 csum_offset: 16,
                 mss: 1448,
                 cookie: 7,
@@ -155,8 +163,16 @@ fn plain_tso_is_segmented_with_checksums() {
         assert_eq!(rx.len(), nseg);
         let mut got = Vec::new();
         for (i, (c, fr)) in rx.iter().enumerate() {
-            assert_eq!(c.flags, RXF_TCP | RXF_CSUM_OK, "segment {i}");
+            // Tagged frames get no flags (spec §9); the checksums below are
+            // checked byte for byte either way.
+            let flags = if tagged { 0 } else { RXF_TCP | RXF_CSUM_OK };
+            assert_eq!(c.flags, flags, "segment {i}");
             let n = 1448.min(60_000 - i * 1448);
+            let fr = &mut fr.clone();
+            if tagged {
+                assert_eq!(fr[12..16], tag, "segment {i}");
+                fr.drain(12..16);
+            }
             assert_eq!(fr.len(), 54 + n);
             let mut want = tcp_frame(
                 A_IP,
@@ -175,7 +191,7 @@ fn plain_tso_is_segmented_with_checksums() {
             want[50..52].copy_from_slice(&[0, 0]);
             c.add(&want[34..]);
             want[50..52].copy_from_slice(&c.finish().to_le_bytes());
-            assert_eq!(fr, &want, "segment {i}");
+            assert_eq!(*fr, want, "segment {i}");
             got.extend_from_slice(&fr[54..]);
         }
         assert_eq!(got, payload);

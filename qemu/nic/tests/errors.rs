@@ -188,9 +188,9 @@ fn plain_tso_errors_complete_with_status() {
         },
         ST_DMA,
     );
-    // Not one IPv4/TCP packet: a tagged frame, an IPv4 fragment, UDP.
+    // Not one IPv4/TCP packet: two 802.1Q tags, an IPv4 fragment, UDP.
     let mut tagged = frame.clone();
-    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05, 0x81, 0x00, 0x00, 0x06]);
     let mut frag = frame.clone();
     frag[20] = 0x20; // more fragments
     let mut udp = frame.clone();
