@@ -359,7 +359,8 @@ impl Device {
                 self.bar.w32(blk + VEC_RAISED, raised);
                 self.gstat(GSTAT_IRQS, 1);
                 self.irq.raise(v);
-                self.prof.raised(v, s.pending);
+                self.prof
+                    .raised(v, s.pending, now.saturating_duration_since(since));
             } else {
                 next = Some(next.map_or(due, |n| n.min(due)));
             }

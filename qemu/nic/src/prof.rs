@@ -94,6 +94,13 @@ pub struct Profile {
     pub scan: Hist,
     /// From a doorbell wake-up to the first interrupt raised after it.
     pub wake_to_irq: Hist,
+    /// From a wake-up by a TX doorbell (`DB_TX`) to the first TX interrupt
+    /// after it: what the driver's TX doorbell -> TX interrupt delay
+    /// contains of the model (its work, and the time the vector was held).
+    pub tx_wake_to_irq: Hist,
+    /// From the first entry an interrupt announces to the interrupt: the
+    /// time the vector held it (masked while NAPI polls, or moderation).
+    pub entry_to_irq: Hist,
     /// Interrupts raised on RX vectors (RX completions, header entries).
     pub irqs_rx: u64,
     /// Interrupts raised on TX vectors (TX completions).
@@ -109,26 +116,40 @@ pub struct Profile {
     pub tx_scans: u64,
     /// The doorbell wake-up no interrupt followed yet.
     pub(crate) wake_at: Option<Instant>,
+    /// The TX doorbell wake-up no TX interrupt followed yet.
+    pub(crate) tx_wake_at: Option<Instant>,
 }
 
 impl Profile {
-    /// Notes a doorbell wake-up at `at`, `rung` eventfds found set.
-    pub fn woke(&mut self, at: Instant, rung: u64) {
+    /// Notes a doorbell wake-up at `at`, `rung` eventfds found set, among
+    /// them `DB_TX`'s if `tx`.
+    pub fn woke(&mut self, at: Instant, rung: u64, tx: bool) {
         self.wake_doorbell += 1;
         self.doorbells_per_wake += rung;
         self.wake_at.get_or_insert(at);
+        if tx {
+            self.tx_wake_at.get_or_insert(at);
+        }
     }
 
-    /// Notes an interrupt on vector `v` announcing `entries` entries.
-    pub fn raised(&mut self, v: u32, entries: u32) {
+    /// Notes an interrupt on vector `v` announcing `entries` entries, the
+    /// first of which it held for `held`.
+    pub fn raised(&mut self, v: u32, entries: u32, held: Duration) {
+        let tx = v != 0 && v % 2 == 0;
         match v {
             0 => self.irqs_async += 1,
-            v if v % 2 == 1 => self.irqs_rx += 1,
-            _ => self.irqs_tx += 1,
+            _ if tx => self.irqs_tx += 1,
+            _ => self.irqs_rx += 1,
         }
         self.irq_entries += u64::from(entries);
+        self.entry_to_irq.record(held);
         if let Some(w) = self.wake_at.take() {
             self.wake_to_irq.record(w.elapsed());
+        }
+        if tx {
+            if let Some(w) = self.tx_wake_at.take() {
+                self.tx_wake_to_irq.record(w.elapsed());
+            }
         }
     }
 
@@ -147,6 +168,8 @@ impl Profile {
         );
         self.scan.write(&mut s, "scan");
         self.wake_to_irq.write(&mut s, "wake_to_irq");
+        self.tx_wake_to_irq.write(&mut s, "tx_wake_to_irq");
+        self.entry_to_irq.write(&mut s, "entry_to_irq");
         s
     }
 }
@@ -186,11 +209,15 @@ mod tests {
     fn irq_closes_the_wake_up() {
         let mut p = Profile::default();
         let t = Instant::now();
-        p.woke(t, 2);
-        p.woke(t, 1); // the first open wake-up is kept
-        p.raised(1, 5);
-        p.raised(2, 1); // no open wake-up: no sample
+        p.woke(t, 2, false);
+        p.woke(t, 1, true); // the first open wake-up is kept
+        p.raised(1, 5, Duration::from_micros(3));
+        // No open wake-up, but an open TX wake-up: a TX sample.
+        p.raised(2, 1, Duration::ZERO);
         assert_eq!(p.wake_to_irq.count, 1);
+        assert_eq!(p.tx_wake_to_irq.count, 1);
+        assert_eq!(p.entry_to_irq.count, 2);
+        assert_eq!(p.entry_to_irq.buckets[2], 1);
         assert_eq!((p.irqs_rx, p.irqs_tx), (1, 1));
         let l = p.line("a");
         assert!(l.starts_with("prof a wake_doorbell=2 "), "{l}");

@@ -226,16 +226,18 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
         let woke = Instant::now();
         if rung > 0 {
             let mut b = [0u8; 8];
-            for f in fds.iter() {
+            let mut tx = false;
+            for (i, f) in fds.iter().enumerate() {
                 // Non-blocking eventfds: EAGAIN when this one did not fire.
-                let _ = nix::unistd::read(f.as_fd(), &mut b);
+                let fired = nix::unistd::read(f.as_fd(), &mut b).is_ok();
+                tx |= fired && i == usize::from(zeronic_hw::regs::DB_TX);
             }
             // A frozen device drops its doorbells unseen (the scan after
             // the thaw finds the work they announced).
             let mut d = lock(&model.guests[g].dev);
             if !d.frozen {
                 d.gstat(GSTAT_DOORBELLS, rung as u64);
-                d.prof.woke(woke, rung as u64);
+                d.prof.woke(woke, rung as u64, tx);
             }
         } else {
             lock(&model.guests[g].dev).prof.wake_timer += 1;
