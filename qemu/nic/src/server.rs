@@ -198,7 +198,8 @@ fn accept_loop(
 
 /// Waits for doorbells (or the periodic scan) and runs the guest's scans.
 fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::poll::{ppoll, PollFd, PollFlags};
+    use nix::sys::time::TimeSpec;
     let mut next: Option<Instant> = None;
     loop {
         let fds = lock(&db).clone();
@@ -211,12 +212,16 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
         if let Some(n) = next {
             wait = wait.min(n.saturating_duration_since(Instant::now()));
         }
-        let ms = wait.as_millis().min(1) as u16;
         let mut pfds: Vec<PollFd> = fds
             .iter()
             .map(|f| PollFd::new(f.as_fd(), PollFlags::POLLIN))
             .collect();
-        let rung = match poll(&mut pfds, PollTimeout::from(ms)) {
+        // ppoll: a deadline closer than a millisecond (an interrupt held by
+        // moderation, a frame the wire delays) is slept to. poll(2)'s
+        // millisecond timeout rounded it down to 0, and the worker spun,
+        // rescanning the whole device, until it came (thousands of wake-ups
+        // per second, `prof`'s wake_timer, on a host with 2 cores).
+        let rung = match ppoll(&mut pfds, Some(TimeSpec::from_duration(wait)), None) {
             Ok(n) => n,
             Err(e) => {
                 log::debug!("poll: {e}");
