@@ -8,10 +8,10 @@
 //! it into a fresh skb, which GRO merges. A TCP/IPv4 GSO skb (up to 64 KiB)
 //! is copied whole into one of `TSO_BUFS` larger buffers and posted as one
 //! plain TSO send that the NIC segments (hardware spec §8), so the stack
-//! handles one skb per 64 KiB instead of one per MSS. This path carries what is not offloaded (ARP,
-//! ICMP, TCP handshakes, plain TCP/UDP); bulk payload of offloaded flows goes
-//! through registered memory instead, so the copy is not on the fast path the
-//! NIC exists for.
+//! handles one skb per 64 KiB instead of one per MSS. This path carries what
+//! is not offloaded (ARP, ICMP, TCP handshakes, plain TCP/UDP); bulk payload
+//! of offloaded flows goes through registered memory instead, so the copy is
+//! not on the fast path the NIC exists for.
 //!
 //! Locking: `tx` is taken by `start_xmit` (BH disabled) and by the poller
 //! (softirq); `rx` by the poller; both by process context (open, stop, MTU
