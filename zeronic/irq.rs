@@ -195,7 +195,9 @@ impl Handler for Vector {
                     // Hold further interrupts until NAPI has polled.
                     let _ = r.w32(regs::vec_block(*vector) + regs::VEC_MASK, 1);
                 }
-                netdev.data().napi.schedule();
+                let napi = &netdev.data().napi;
+                napi.data().stats.prof.irq(*vector == regs::vec_rx(*port));
+                napi.schedule();
             }
         }
         IrqReturn::Handled

@@ -74,6 +74,9 @@ use crate::{
     },
 };
 
+/// EtherType of IPv4 (`skb->protocol` of an untagged IPv4 packet).
+const ETH_P_IP: u16 = 0x0800;
+
 /// Private data of a port's net_device.
 #[pin_data]
 pub(crate) struct Port {
@@ -135,7 +138,8 @@ impl Port {
         let bdev = self.bound();
         // A copy: the mutex must not be taken in the register section below.
         let cfg = *self.cfg.lock();
-        let tx = TxRing::new(bdev, self.index, mtu, ring_slots(cfg.tx_slots, mtu))?;
+        let tso = self.control.identity.caps & regs::CAP_PLAIN_TSO != 0;
+        let tx = TxRing::new(bdev, self.index, mtu, ring_slots(cfg.tx_slots, mtu), tso)?;
         let mut rx = RxRing::new(bdev, self.index, mtu, ring_slots(cfg.rx_slots, mtu))?;
         {
             let r = self.regs.get()?;
@@ -319,22 +323,31 @@ impl NetDeviceOps for Port {
         this.napi.data().xmit(dev, skb)
     }
 
-    /// Only ZeroNIC sends whose region is registered go out as scatter-gather
-    /// merge sends (TSO by the NIC); every other skb is segmented and
-    /// linearized by the stack and copied (`queues.rs`).
+    /// ZeroNIC sends whose region is registered go out as scatter-gather
+    /// merge sends (TSO by the NIC). Every other skb is copied (`queues.rs`),
+    /// fragments included: a TCP/IPv4 GSO skb of at most `MAX_TSO_FRAME`
+    /// bytes as one plain TSO send the NIC segments (if it has
+    /// `CAP_PLAIN_TSO`; a VLAN device's skb carries its tag out of band
+    /// here, `skb->protocol` is still IPv4, and the NIC segments the tagged
+    /// frame), any other GSO skb segmented by the stack first.
     fn features_check(
         _dev: &NetDevice,
-        _this: Pin<&Self>,
+        this: Pin<&Self>,
         skb: &SkBuff,
         features: Features,
     ) -> Features {
         let merge = SEND_OPS
             .lookup(skb)
             .is_some_and(|wr| wr.mr.valid.load(Relaxed));
-        if merge {
+        let plain_tso = || {
+            this.control.identity.caps & regs::CAP_PLAIN_TSO != 0
+                && skb.protocol() == ETH_P_IP
+                && skb.len() <= regs::MAX_TSO_FRAME
+        };
+        if merge || !skb.is_gso() || plain_tso() {
             features
         } else {
-            Features::from_bits(features.bits() & !(Features::SG | Features::GSO_MASK).bits())
+            Features::from_bits(features.bits() & !Features::GSO_MASK.bits())
         }
     }
 

@@ -69,7 +69,7 @@ const ZC: [&CStr; 5] = [
 ];
 
 /// `(ethtool name, counter)` of the driver's per-queue counters shown.
-const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 13] = [
+const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 28] = [
     (c"rx0_packets", |s| &s.rx_packets),
     (c"rx0_bytes", |s| &s.rx_bytes),
     (c"rx0_alloc_fail", |s| &s.rx_dropped),
@@ -83,6 +83,24 @@ const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 13] = [
     (c"tx0_csum_none", |s| &s.tx_csum_none),
     (c"tx0_stop", |s| &s.tx_stop),
     (c"tx0_wake", |s| &s.tx_wake),
+    (c"tx0_tso", |s| &s.tx_tso),
+    (c"tx0_tso_frames", |s| &s.tx_tso_frames),
+    // Where the time goes (`queues::Prof`, docs/performance.md): doorbells
+    // rung, interrupts taken, NAPI polls and the work they did; the `_ns`
+    // sums and their `_n` counts only with the module parameter profile=1.
+    (c"prof_db_tx", |s| &s.prof.db_tx),
+    (c"prof_db_rx", |s| &s.prof.db_rx),
+    (c"prof_db_rearm", |s| &s.prof.db_rearm),
+    (c"prof_irq_rx", |s| &s.prof.irq_rx),
+    (c"prof_irq_tx", |s| &s.prof.irq_tx),
+    (c"prof_polls", |s| &s.prof.polls),
+    (c"prof_poll_work", |s| &s.prof.poll_work),
+    (c"prof_db_to_irq_ns", |s| &s.prof.db_to_irq_ns),
+    (c"prof_db_to_irq_n", |s| &s.prof.db_to_irq_n),
+    (c"prof_irq_to_poll_ns", |s| &s.prof.irq_to_poll_ns),
+    (c"prof_irq_to_poll_n", |s| &s.prof.irq_to_poll_n),
+    (c"prof_poll_ns", |s| &s.prof.poll_ns),
+    (c"prof_poll_n", |s| &s.prof.poll_n),
 ];
 
 /// The names: the NIC's in `STATS` order, the queues' in `QUEUE_STATS`

@@ -4,11 +4,14 @@
 //! the NAPI poller that reaps TX completions and receives frames.
 //!
 //! Frames are copied through DMA-coherent buffers, one per ring slot: on TX
-//! the linear skb is copied into the slot's buffer, on RX the frame is copied
-//! out of it into a fresh skb. This path carries what is not offloaded (ARP,
-//! ICMP, TCP handshakes, plain TCP/UDP); bulk payload of offloaded flows goes
-//! through registered memory instead, so the copy is not on the fast path the
-//! NIC exists for.
+//! the skb is copied into the slot's buffer, on RX the frame is copied out of
+//! it into a fresh skb, which GRO merges. A TCP/IPv4 GSO skb (up to 64 KiB)
+//! is copied whole into one of `TSO_BUFS` larger buffers and posted as one
+//! plain TSO send that the NIC segments (hardware spec §8), so the stack
+//! handles one skb per 64 KiB instead of one per MSS. This path carries what
+//! is not offloaded (ARP, ICMP, TCP handshakes, plain TCP/UDP); bulk payload
+//! of offloaded flows goes through registered memory instead, so the copy is
+//! not on the fast path the NIC exists for.
 //!
 //! Locking: `tx` is taken by `start_xmit` (BH disabled) and by the poller
 //! (softirq); `rx` by the poller; both by process context (open, stop, MTU
@@ -59,6 +62,10 @@ use kernel::{
         Arc,
         SpinLockBh, //
     },
+    time::{
+        Instant,
+        Monotonic, //
+    },
 };
 
 use crate::{
@@ -107,6 +114,11 @@ const RING_BYTES: u32 = 4 << 20;
 /// Most bytes of buffers one ring may take when its size is set with
 /// `ethtool -G` (each buffer is its own coherent allocation of whole pages).
 const RING_MAX_BYTES: u32 = 16 << 20;
+
+/// Buffers of `MAX_TSO_FRAME` bytes per TX ring for plain TSO sends (2 MiB):
+/// what one TCP flow keeps queued in the driver (`tcp_limit_output_bytes`,
+/// 1 MiB by default) fits twice.
+const TSO_BUFS: u32 = 32;
 
 /// Fewest entries a ring may be given with `ethtool -G`.
 pub(crate) const MIN_SLOTS: u32 = 16;
@@ -171,6 +183,134 @@ pub(crate) struct Stats {
     /// Times the TX queue was stopped (ring full) and woken again.
     pub(crate) tx_stop: Atomic<u64>,
     pub(crate) tx_wake: Atomic<u64>,
+    /// GSO skbs posted as plain TSO sends, and the frames the NIC made of
+    /// them (its completions' `frames`).
+    pub(crate) tx_tso: Atomic<u64>,
+    pub(crate) tx_tso_frames: Atomic<u64>,
+    /// Where the time goes (`prof_*` in `ethtool -S`, see
+    /// docs/performance.md): doorbells rung, interrupts taken, NAPI polls.
+    pub(crate) prof: Prof,
+}
+
+/// The driver's half of the per-event profile of the NIC path. Counts are
+/// always kept (one atomic add per doorbell, interrupt or poll); the
+/// durations only with the module parameter `profile=1` (two clock reads per
+/// interrupt and per poll).
+pub(crate) struct Prof {
+    /// Clock origin of the stamps below (nanoseconds since it, 0 = none).
+    epoch: Instant<Monotonic>,
+    pub(crate) db_tx: Atomic<u64>,
+    pub(crate) db_rx: Atomic<u64>,
+    pub(crate) db_rearm: Atomic<u64>,
+    pub(crate) irq_rx: Atomic<u64>,
+    pub(crate) irq_tx: Atomic<u64>,
+    pub(crate) polls: Atomic<u64>,
+    /// TX completions, RX completions and header entries handled by polls.
+    pub(crate) poll_work: Atomic<u64>,
+    /// Stamp of the first TX doorbell no TX interrupt followed yet.
+    tx_db_at: Atomic<u64>,
+    /// Stamp of the interrupt no poll followed yet.
+    irq_at: Atomic<u64>,
+    /// TX doorbell to TX interrupt: sum (ns) and count.
+    pub(crate) db_to_irq_ns: Atomic<u64>,
+    pub(crate) db_to_irq_n: Atomic<u64>,
+    /// Interrupt to the start of the NAPI poll it scheduled.
+    pub(crate) irq_to_poll_ns: Atomic<u64>,
+    pub(crate) irq_to_poll_n: Atomic<u64>,
+    /// Duration of polls (sum; the count is `polls` of timed polls).
+    pub(crate) poll_ns: Atomic<u64>,
+    pub(crate) poll_n: Atomic<u64>,
+}
+
+impl Prof {
+    fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            db_tx: Atomic::new(0),
+            db_rx: Atomic::new(0),
+            db_rearm: Atomic::new(0),
+            irq_rx: Atomic::new(0),
+            irq_tx: Atomic::new(0),
+            polls: Atomic::new(0),
+            poll_work: Atomic::new(0),
+            tx_db_at: Atomic::new(0),
+            irq_at: Atomic::new(0),
+            db_to_irq_ns: Atomic::new(0),
+            db_to_irq_n: Atomic::new(0),
+            irq_to_poll_ns: Atomic::new(0),
+            irq_to_poll_n: Atomic::new(0),
+            poll_ns: Atomic::new(0),
+            poll_n: Atomic::new(0),
+        }
+    }
+
+    /// Whether durations are measured (module parameter `profile`).
+    #[inline]
+    pub(crate) fn timed() -> bool {
+        crate::module_parameters::profile.value() != 0
+    }
+
+    /// Nanoseconds since `epoch`, at least 1 (0 means "no stamp").
+    #[inline]
+    pub(crate) fn stamp(&self) -> u64 {
+        // CAST: a non-negative i64 fits u64; the clock is monotonic.
+        ((Instant::<Monotonic>::now() - self.epoch).as_nanos().max(0) as u64).max(1)
+    }
+
+    /// A TX doorbell was rung.
+    #[inline]
+    fn tx_doorbell(&self) {
+        bump(&self.db_tx, 1);
+        if Self::timed() && self.tx_db_at.load(Relaxed) == 0 {
+            self.tx_db_at.store(self.stamp(), Relaxed);
+        }
+    }
+
+    /// An interrupt of the port's RX (`rx`) or TX vector (hard IRQ context).
+    #[inline]
+    pub(crate) fn irq(&self, rx: bool) {
+        bump(if rx { &self.irq_rx } else { &self.irq_tx }, 1);
+        if !Self::timed() {
+            return;
+        }
+        let now = self.stamp();
+        if !rx {
+            let db = self.tx_db_at.xchg(0, Relaxed);
+            if db != 0 {
+                bump(&self.db_to_irq_ns, now.saturating_sub(db));
+                bump(&self.db_to_irq_n, 1);
+            }
+        }
+        if self.irq_at.load(Relaxed) == 0 {
+            self.irq_at.store(now, Relaxed);
+        }
+    }
+
+    /// A NAPI poll starts; returns its start stamp (0 if not timed).
+    #[inline]
+    fn poll_start(&self) -> u64 {
+        bump(&self.polls, 1);
+        if !Self::timed() {
+            return 0;
+        }
+        let now = self.stamp();
+        let at = self.irq_at.xchg(0, Relaxed);
+        if at != 0 {
+            bump(&self.irq_to_poll_ns, now.saturating_sub(at));
+            bump(&self.irq_to_poll_n, 1);
+        }
+        now
+    }
+
+    /// A NAPI poll that started at `start` did `work`.
+    #[inline]
+    fn poll_end(&self, start: u64, work: u64) {
+        bump(&self.poll_work, work);
+        if start != 0 {
+            bump(&self.poll_ns, self.stamp().saturating_sub(start));
+            bump(&self.poll_n, 1);
+        }
+    }
 }
 
 impl Stats {
@@ -191,6 +331,9 @@ impl Stats {
             tx_csum_none: Atomic::new(0),
             tx_stop: Atomic::new(0),
             tx_wake: Atomic::new(0),
+            tx_tso: Atomic::new(0),
+            tx_tso_frames: Atomic::new(0),
+            prof: Prof::new(),
         }
     }
 }
@@ -237,20 +380,42 @@ pub(crate) struct TxRing {
     prod: u32,
     /// Completions consumed (free-running, = `Q_CONS` of the completion queue).
     done: u32,
+    /// Buffers of `MAX_TSO_FRAME` bytes for plain TSO sends (none if the NIC
+    /// lacks `CAP_PLAIN_TSO`). Completions come in order, so they are used
+    /// and given back in order: `tso_next - tso_done` are in flight.
+    tso_bufs: KVec<Coherent<[u8]>>,
+    tso_next: u32,
+    tso_done: u32,
+    /// Per slot: the descriptor used a TSO buffer.
+    tso_used: KVec<bool>,
 }
 
 impl TxRing {
-    /// A ring of `slots` entries (a power of two) with buffers for `mtu`.
-    pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32, slots: u32) -> Result<Self> {
+    /// A ring of `slots` entries (a power of two) with buffers for `mtu`;
+    /// with `tso`, also `TSO_BUFS` buffers for plain TSO sends.
+    pub(crate) fn new(
+        dev: &Device<Bound>,
+        port: u32,
+        mtu: u32,
+        slots: u32,
+        tso: bool,
+    ) -> Result<Self> {
         let (buf_len, _) = ring_geometry(mtu);
         let block = regs::port_block(port);
         let mut lens = KVec::new();
         // CAST: u32 -> usize is lossless on every architecture Linux supports.
         lens.resize(slots as usize, 0, GFP_KERNEL)?;
+        let mut tso_used = KVec::new();
+        tso_used.resize(slots as usize, false, GFP_KERNEL)?;
         let mut skbs = KVec::with_capacity(slots as usize, GFP_KERNEL)?;
         for _ in 0..slots {
             skbs.push(None, GFP_KERNEL)?;
         }
+        let tso_bufs = if tso {
+            alloc_buffers(dev, TSO_BUFS, regs::MAX_TSO_FRAME)?
+        } else {
+            KVec::new()
+        };
         Ok(Self {
             txq: Ring::new(dev, slots, block + regs::PORT_TXQ)?,
             txcq: Ring::new(dev, slots, block + regs::PORT_TXCQ)?,
@@ -260,7 +425,58 @@ impl TxRing {
             buf_len,
             prod: 0,
             done: 0,
+            tso_bufs,
+            tso_next: 0,
+            tso_done: 0,
+            tso_used,
         })
+    }
+
+    /// Whether a plain TSO send can be posted now (a slot and a TSO buffer).
+    #[inline]
+    fn tso_free(&self) -> bool {
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        (self.tso_next.wrapping_sub(self.tso_done) as usize) < self.tso_bufs.len()
+    }
+
+    /// Copies the GSO skb `skb` (TCP/IPv4, at most `MAX_TSO_FRAME` bytes)
+    /// into the next TSO buffer and posts it as a plain TSO send with the
+    /// skb's `gso_size`. The caller checked [`TxRing::tso_free`] and rings
+    /// `DB_TX`.
+    fn post_tso(&mut self, r: &Regs<'_>, skb: &SkBuff) -> Result {
+        let len = skb.len();
+        if len < ETH_HLEN || len > regs::MAX_TSO_FRAME || !self.tso_free() {
+            return Err(EINVAL);
+        }
+        // CAST: u32 -> usize is lossless; `tso_bufs.len()` is a power of two.
+        let buf = self
+            .tso_bufs
+            .get(self.tso_next as usize & (self.tso_bufs.len() - 1))
+            .ok_or(EINVAL)?;
+        copy_skb(skb, buf, len)?;
+        let index = self.prod;
+        let desc = TxDesc {
+            opcode: TX_OP_PLAIN,
+            flags: TXF_TSO,
+            buf_len: len,
+            buf_addr: buf.dma_address(),
+            mss: skb.gso_size(),
+            cookie: u64::from(index),
+            ..Default::default()
+        };
+        self.txq.write(index, desc.encode())?;
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        let slot = index as usize & (self.bufs.len() - 1);
+        if let Some(l) = self.lens.get_mut(slot) {
+            *l = len;
+        }
+        if let Some(t) = self.tso_used.get_mut(slot) {
+            *t = true;
+        }
+        self.tso_next = self.tso_next.wrapping_add(1);
+        self.prod = index.wrapping_add(1);
+        r.w32(self.txq.reg(regs::Q_PROD), self.prod)?;
+        Ok(())
     }
 
     /// Free descriptor slots.
@@ -273,16 +489,20 @@ impl TxRing {
     /// computes its checksum. The caller rings `DB_TX`.
     fn post(&mut self, r: &Regs<'_>, skb: &SkBuff) -> Result<bool> {
         let len = skb.len();
-        let data = skb.data();
-        // CAST: usize -> u64 is lossless on every architecture Linux supports.
-        if data.len() as u64 != u64::from(len) || len < ETH_HLEN || len > self.buf_len {
-            // Not linear (cannot happen without NETIF_F_SG) or not a frame.
-            return Err(EINVAL);
+        if len < ETH_HLEN || len > self.buf_len {
+            return Err(EINVAL); // not a frame
         }
         let index = self.prod;
         let buf = buffer(&self.bufs, index)?;
-        // CAST: u32 -> usize is lossless on every architecture Linux supports.
-        io_project!(buf, [try: 0..len as usize]).copy_from_slice(data);
+        let data = skb.data();
+        // CAST: usize -> u64 is lossless on every architecture Linux supports.
+        if data.len() as u64 == u64::from(len) {
+            // CAST: u32 -> usize is lossless on every architecture Linux supports.
+            io_project!(buf, [try: 0..len as usize]).copy_from_slice(data);
+        } else {
+            // Fragments (NETIF_F_SG): gathered by the copy.
+            copy_skb(skb, buf, len)?;
+        }
         let mut desc = TxDesc {
             opcode: TX_OP_PLAIN,
             buf_len: len,
@@ -522,37 +742,65 @@ impl Queues {
                     // A failed doorbell means the device is gone: the held
                     // skb is freed when the ring is torn down.
                     let _ = r.doorbell(regs::DB_TX);
+                    self.stats.prof.tx_doorbell();
                 }
                 return NetdevTx::Ok;
             }
             wr.count(false, u64::from(skb.len()));
         }
-        let posted = tx.post(&r, &skb);
-        if tx.free() == 0 {
+        let posted = if skb.is_gso() && tx.tso_bufs.is_empty() {
+            // `features_check` lets GSO skbs through only for registered
+            // merge sends without CAP_PLAIN_TSO: this one's region went away
+            // since. Dropped (TCP sends it again, then segmented).
+            Err(EINVAL)
+        } else if skb.is_gso() {
+            // Let through by `features_check` only for TCP/IPv4 within
+            // MAX_TSO_FRAME on a NIC with CAP_PLAIN_TSO: the NIC segments.
+            if !tx.tso_free() {
+                // The queue stops below whenever the last TSO buffer is
+                // taken; only a race with `ethtool -G`/MTU change gets here.
+                dev.stop_queue();
+                bump(&self.stats.tx_stop, 1);
+                return NetdevTx::Busy(skb);
+            }
+            tx.post_tso(&r, &skb).map(|()| {
+                bump(&self.stats.tx_tso, 1);
+                true
+            })
+        } else {
+            tx.post(&r, &skb)
+        };
+        // Stop while a worst-case skb (a GSO skb, when TSO buffers exist)
+        // could not be posted; completions wake the queue.
+        if tx.free() == 0 || (!tx.tso_bufs.is_empty() && !tx.tso_free()) {
             dev.stop_queue();
             bump(&self.stats.tx_stop, 1);
         }
         drop(guard);
         match posted {
-            Ok(csum) if r.doorbell(regs::DB_TX).is_ok() => bump(
-                if csum {
-                    &self.stats.tx_needs_csum
-                } else {
-                    &self.stats.tx_csum_none
-                },
-                1,
-            ),
+            Ok(csum) if r.doorbell(regs::DB_TX).is_ok() => {
+                self.stats.prof.tx_doorbell();
+                bump(
+                    if csum {
+                        &self.stats.tx_needs_csum
+                    } else {
+                        &self.stats.tx_csum_none
+                    },
+                    1,
+                )
+            }
             _ => bump(&self.stats.tx_dropped, 1),
         }
         skb.consume();
         NetdevTx::Ok
     }
 
-    /// Consumes TX completions and wakes the queue when there is room.
-    fn reap_tx(&self, dev: &NetDevice, r: &Regs<'_>) -> Result {
+    /// Consumes TX completions and wakes the queue when there is room;
+    /// returns how many it consumed.
+    fn reap_tx(&self, dev: &NetDevice, r: &Regs<'_>) -> Result<u32> {
         let mut guard = self.tx.lock();
         let Some(tx) = &mut *guard else {
-            return Ok(());
+            return Ok(0);
         };
         let prod = tx.txcq.prod(r)?;
         dma_mb(Read);
@@ -568,8 +816,21 @@ impl Queues {
                 // still correct.
                 let _ = sent.push(skb, GFP_ATOMIC);
             }
+            let tso = tx.tso_used.get(slot).copied().unwrap_or(false);
+            if tso {
+                tx.tso_done = tx.tso_done.wrapping_add(1);
+                if let Some(t) = tx.tso_used.get_mut(slot) {
+                    *t = false;
+                }
+                bump(&self.stats.tx_tso_frames, u64::from(c.frames));
+            }
             if c.status == status::ST_OK {
-                bump(&self.stats.tx_packets, 1);
+                // A plain TSO send counts its frames, as the stack would
+                // have counted its segments.
+                bump(
+                    &self.stats.tx_packets,
+                    if tso { u64::from(c.frames.max(1)) } else { 1 },
+                );
                 bump(
                     &self.stats.tx_bytes,
                     u64::from(tx.lens.get(slot).copied().unwrap_or(0)),
@@ -581,17 +842,21 @@ impl Queues {
         }
         if tx.done != start {
             r.w32(tx.txcq.reg(regs::Q_CONS), tx.done)?;
-            if dev.queue_stopped() && tx.free() >= tx.txq.entries() / 4 {
+            if dev.queue_stopped()
+                && tx.free() >= tx.txq.entries() / 4
+                && (tx.tso_bufs.is_empty() || tx.tso_free())
+            {
                 dev.wake_queue();
                 bump(&self.stats.tx_wake, 1);
             }
         }
+        let reaped = tx.done.wrapping_sub(start);
         drop(guard);
         // The NIC no longer reads their payload: the sends may complete.
         for skb in sent {
             skb.consume();
         }
-        Ok(())
+        Ok(reaped)
     }
 
     /// Receives up to `budget` frames; returns how many completions it used.
@@ -616,6 +881,7 @@ impl Queues {
             r.w32(rx.rxcq.reg(regs::Q_CONS), rx.cons)?;
             r.w32(rx.rxq.reg(regs::Q_PROD), rx.posted)?;
             r.doorbell(regs::DB_RX)?;
+            bump(&self.stats.prof.db_rx, 1);
         }
         Ok(done)
     }
@@ -657,6 +923,7 @@ impl Queues {
         if done > 0 {
             r.w32(rx.hdrq.reg(regs::Q_CONS), rx.hdr_cons)?;
             r.doorbell(regs::DB_REARM)?;
+            bump(&self.stats.prof.db_rearm, 1);
         }
         Ok(done)
     }
@@ -724,6 +991,28 @@ fn merge_params(skb: &SkBuff, wr: &SendWr) -> Option<(u32, u64, u32)> {
     Some((hdr_len, mr_offset, pay))
 }
 
+/// Copies the first `len` bytes of `skb`, linear part and page fragments,
+/// into `buf` (`skb_copy_bits()`).
+fn copy_skb(skb: &SkBuff, buf: &Coherent<[u8]>, len: u32) -> Result {
+    // CAST: u32 -> usize is lossless on every architecture Linux supports.
+    if buf.size() < len as usize || len > skb.len() {
+        return Err(EINVAL);
+    }
+    let n = kernel::ffi::c_int::try_from(len)?;
+    // SAFETY: `skb` is a valid `sk_buff` borrowed for the call, holding at
+    // least `len` bytes (checked); `buf` is valid for writing `len` bytes
+    // (checked) and the device does not access it now: it is the buffer of a
+    // slot whose descriptor is not posted yet (the caller posts it after this
+    // copy), and nothing else writes it (the TX lock is held).
+    let ret =
+        unsafe { kernel::bindings::skb_copy_bits(skb.as_raw(), 0, buf.as_mut_ptr().cast(), n) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(EFAULT)
+    }
+}
+
 /// Allocates an skb and copies `len` bytes of `buf` into it.
 fn copy_frame(ctx: &mut NapiContext<'_>, buf: &Coherent<[u8]>, len: u32) -> Result<SkBuff> {
     let mut skb = ctx.alloc_skb(len)?;
@@ -740,9 +1029,14 @@ impl NapiPoller for Queues {
             ctx.complete_done(0);
             return 0;
         };
-        if let Err(e) = q.reap_tx(ctx.dev(), &r) {
-            kernel::pr_warn_once!("port {}: TX completion failed: {:?}\n", q.port, e);
-        }
+        let start = q.stats.prof.poll_start();
+        let reaped = match q.reap_tx(ctx.dev(), &r) {
+            Ok(n) => n,
+            Err(e) => {
+                kernel::pr_warn_once!("port {}: TX completion failed: {:?}\n", q.port, e);
+                0
+            }
+        };
         let mut done = if budget > 0 {
             q.receive(ctx, budget, &r).unwrap_or(0)
         } else {
@@ -755,7 +1049,12 @@ impl NapiPoller for Queues {
             // Entries that arrived while masked raise the interrupt now.
             let _ = q.mask_vectors(&r, false);
             let _ = r.doorbell(regs::DB_REARM);
+            bump(&q.stats.prof.db_rearm, 1);
         }
+        // CAST: `done` is in 0..=budget, not negative.
+        q.stats
+            .prof
+            .poll_end(start, u64::from(reaped) + done as u64);
         done
     }
 }

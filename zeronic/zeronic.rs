@@ -52,6 +52,10 @@ module! {
             default: 1024,
             description: "MR Table entries one user may hold on each NIC (0: no per-user bound)",
         },
+        profile: u32 {
+            default: 0,
+            description: "1: time the NIC path's events (ethtool -S prof_*_ns; docs/performance.md)",
+        },
     },
 }
 

@@ -11,7 +11,7 @@ pub const TX_OP_MERGE: u16 = 2;
 /// `frame[csum_start..]` at `csum_start + csum_offset` (CHECKSUM_PARTIAL:
 /// the driver pre-seeds the field with the pseudo-header sum).
 pub const TXF_CSUM_PARTIAL: u16 = 1 << 0;
-/// TX flag (merge): segment the payload into `mss`-byte TCP segments.
+/// TX flag (merge, and plain with `CAP_PLAIN_TSO`): segment the payload into `mss`-byte TCP segments.
 pub const TXF_TSO: u16 = 1 << 1;
 /// All TX flags defined.
 pub const TXF_ALL: u16 = TXF_CSUM_PARTIAL | TXF_TSO;
@@ -31,7 +31,7 @@ le_struct! {
         pub csum_start: u16,
         /// Plain + TXF_CSUM_PARTIAL: checksum field offset from csum_start.
         pub csum_offset: u16,
-        /// Merge + TXF_TSO: TCP payload bytes per segment (0 = from MTU).
+        /// TXF_TSO: TCP payload bytes per segment (0 = from MTU).
         pub mss: u16,
         /// Reserved, 0.
         pub rsvd0: u16,

@@ -44,7 +44,7 @@ pub const ZN_MAGIC: u32 = 0x4349_4e5a;
 /// Major version; a driver refuses a different major.
 pub const ZN_VERSION_MAJOR: u32 = 2;
 /// Minor version; additions only.
-pub const ZN_VERSION_MINOR: u32 = 0;
+pub const ZN_VERSION_MINOR: u32 = 1;
 /// `REG_VERSION` value: `major << 16 | minor`.
 pub const ZN_VERSION: u32 = (ZN_VERSION_MAJOR << 16) | ZN_VERSION_MINOR;
 /// Size of BAR2 (the ivshmem shared-memory object), bytes.
@@ -65,6 +65,8 @@ pub const CAP_RX_CSUM: u32 = 1 << 4;
 pub const CAP_RX_COALESCE: u32 = 1 << 5;
 /// Ring-buffer RX placement target (`FLOW_RX_RING`).
 pub const CAP_RX_RING: u32 = 1 << 6;
+/// TCP segmentation of plain frames (`TX_OP_PLAIN` with `TXF_TSO`, version 2.1).
+pub const CAP_PLAIN_TSO: u32 = 1 << 7;
 /// All capabilities of this version.
 pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_TX_MERGE
@@ -72,7 +74,8 @@ pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_TX_CSUM
     | CAP_RX_CSUM
     | CAP_RX_COALESCE
-    | CAP_RX_RING;
+    | CAP_RX_RING
+    | CAP_PLAIN_TSO;
 
 // ---- capacities (also readable from BAR2) ----
 /// Ports per guest in the largest topology.
@@ -88,6 +91,9 @@ pub const VLAN_HLEN: u32 = 4;
 pub const ETH_P_8021Q: u16 = 0x8100;
 /// Largest frame on the wire: a tagged frame at `MAX_MTU` (no FCS on the emulated wire).
 pub const MAX_FRAME: u32 = MAX_MTU + ETH_HLEN + VLAN_HLEN;
+/// Largest frame of a plain TSO send (`TX_OP_PLAIN` with `TXF_TSO`): one
+/// IPv4/TCP packet of up to 64 KiB including its Ethernet header.
+pub const MAX_TSO_FRAME: u32 = 65_536;
 /// Default MTU after reset.
 pub const DEFAULT_MTU: u32 = 9_000;
 /// MR Table entries.

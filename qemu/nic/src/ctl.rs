@@ -55,7 +55,7 @@ impl Scope {
     }
 }
 
-const HELP: &str = "commands:\n  wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT] [delay=DUR] [rate=RATE]\n  fault fatal|freeze|thaw|status [guest=NAME]   (no guest=: every guest)\n  stats\n  help\n";
+const HELP: &str = "commands:\n  wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT] [delay=DUR] [rate=RATE]\n  fault fatal|freeze|thaw|status [guest=NAME]   (no guest=: every guest)\n  stats\n  prof [reset]   (where the model's time goes; reset clears it)\n  help\n";
 
 /// What a `fault` command does to a guest's device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,6 +181,14 @@ pub fn execute(model: &Model, scope: Scope, line: &str) -> Result<String> {
             fault(model, scope, op, guest)
         }
         Some("stats") => Ok(format!("ok\n{}", model.stats())),
+        Some("prof") => {
+            let reset = match words.next() {
+                None => false,
+                Some("reset") => true,
+                Some(w) => bail!("prof [reset], not {w:?}"),
+            };
+            Ok(format!("ok\n{}", model.prof(|g| scope.allows(g), reset)))
+        }
         Some("help") | None => Ok(format!("ok\n{HELP}")),
         Some(w) => bail!("unknown command {w:?}"),
     }

@@ -12,6 +12,7 @@ use crate::flow::FlowTable;
 use crate::irq::{Irq, NoIrq};
 use crate::mem::{Bar2, GuestMem};
 use crate::mr::MrTable;
+use crate::prof::Profile;
 use crate::ring::{Ring, Sync};
 
 /// Header-queue entry being coalesced (not yet written to the ring).
@@ -115,6 +116,9 @@ pub struct Device {
     /// Scratch list of guest extents for one placement (kept to save an
     /// allocation per frame).
     pub(crate) place_ext: Vec<(u64, u64)>,
+    /// Where the model's time goes (`prof.rs`); kept across resets, cleared
+    /// by the control sockets' `prof reset`.
+    pub prof: Profile,
 }
 
 impl Device {
@@ -133,6 +137,7 @@ impl Device {
             flows: FlowTable::new(),
             vecs: Default::default(),
             place_ext: Vec::new(),
+            prof: Profile::default(),
             fatal: false,
             attached: false,
             frozen: false,
@@ -354,6 +359,8 @@ impl Device {
                 self.bar.w32(blk + VEC_RAISED, raised);
                 self.gstat(GSTAT_IRQS, 1);
                 self.irq.raise(v);
+                self.prof
+                    .raised(v, s.pending, now.saturating_duration_since(since));
             } else {
                 next = Some(next.map_or(due, |n| n.min(due)));
             }

@@ -12,6 +12,7 @@ pub mod keygen;
 pub mod mem;
 pub mod model;
 pub mod mr;
+pub mod prof;
 pub mod ring;
 pub mod rx;
 pub mod server;

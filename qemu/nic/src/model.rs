@@ -212,6 +212,24 @@ impl Model {
     }
 
     /// Human-readable per-port statistics (device and wire).
+    /// One `prof NAME ...` line per guest in `scope` (`prof.rs`); with
+    /// `reset`, clears those guests' profiles after reading them.
+    pub fn prof(&self, allows: impl Fn(usize) -> bool, reset: bool) -> String {
+        let mut s = String::new();
+        for (i, g) in self.guests.iter().enumerate() {
+            if !allows(i) {
+                continue;
+            }
+            let mut d = lock(&g.dev);
+            s.push_str(&d.prof.line(&g.name));
+            s.push('\n');
+            if reset {
+                d.prof = Default::default();
+            }
+        }
+        s
+    }
+
     pub fn stats(&self) -> String {
         use std::fmt::Write;
         use zeronic_hw::regs::*;

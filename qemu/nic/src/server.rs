@@ -198,7 +198,8 @@ fn accept_loop(
 
 /// Waits for doorbells (or the periodic scan) and runs the guest's scans.
 fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::poll::{ppoll, PollFd, PollFlags};
+    use nix::sys::time::TimeSpec;
     let mut next: Option<Instant> = None;
     loop {
         let fds = lock(&db).clone();
@@ -211,30 +212,40 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
         if let Some(n) = next {
             wait = wait.min(n.saturating_duration_since(Instant::now()));
         }
-        let ms = wait.as_millis().min(1) as u16;
         let mut pfds: Vec<PollFd> = fds
             .iter()
             .map(|f| PollFd::new(f.as_fd(), PollFlags::POLLIN))
             .collect();
-        let rung = match poll(&mut pfds, PollTimeout::from(ms)) {
+        // ppoll: a deadline closer than a millisecond (an interrupt held by
+        // moderation, a frame the wire delays) is slept to. poll(2)'s
+        // millisecond timeout rounded it down to 0, and the worker spun,
+        // rescanning the whole device, until it came (thousands of wake-ups
+        // per second, `prof`'s wake_timer, on a host with 2 cores).
+        let rung = match ppoll(&mut pfds, Some(TimeSpec::from_duration(wait)), None) {
             Ok(n) => n,
             Err(e) => {
                 log::debug!("poll: {e}");
                 0
             }
         };
+        let woke = Instant::now();
         if rung > 0 {
             let mut b = [0u8; 8];
-            for f in fds.iter() {
+            let mut tx = false;
+            for (i, f) in fds.iter().enumerate() {
                 // Non-blocking eventfds: EAGAIN when this one did not fire.
-                let _ = nix::unistd::read(f.as_fd(), &mut b);
+                let fired = nix::unistd::read(f.as_fd(), &mut b).is_ok();
+                tx |= fired && i == usize::from(zeronic_hw::regs::DB_TX);
             }
             // A frozen device drops its doorbells unseen (the scan after
             // the thaw finds the work they announced).
-            let d = lock(&model.guests[g].dev);
+            let mut d = lock(&model.guests[g].dev);
             if !d.frozen {
                 d.gstat(GSTAT_DOORBELLS, rung as u64);
+                d.prof.woke(woke, rung as u64, tx);
             }
+        } else {
+            lock(&model.guests[g].dev).prof.wake_timer += 1;
         }
         {
             let mut d = lock(&model.guests[g].dev);
@@ -250,6 +261,9 @@ fn worker(model: Arc<Model>, g: usize, ram: PathBuf, db: Doorbells) {
             }
         }
         next = model.poll(g, Instant::now());
+        if rung > 0 {
+            lock(&model.guests[g].dev).prof.scan.record(woke.elapsed());
+        }
     }
 }
 

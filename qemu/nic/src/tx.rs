@@ -1,6 +1,6 @@
-//! TX unit: plain frames (with optional CHECKSUM_PARTIAL insertion) and the
-//! TX Merge Unit (host header + payload DMA-read from a registered region,
-//! checksums, TSO). Frames keep their payload in the sender's RAM until the
+//! TX unit: plain frames (with optional CHECKSUM_PARTIAL insertion, or TSO
+//! of a whole IPv4/TCP packet in guest RAM) and the TX Merge Unit (host
+//! header + payload DMA-read from a registered region, checksums, TSO). Frames keep their payload in the sender's RAM until the
 //! wire delivers them, so the data path copies each byte once.
 //!
 //! A scan takes descriptors ([`Device::scan_tx`]); their frames are built
@@ -48,13 +48,22 @@ pub struct TxJob {
 enum State {
     /// Read and checked at the first build.
     New(TxDesc),
-    /// Merge send: segments `next..nseg` still to build.
+    /// Merge send or plain TSO send: segments `next..nseg` still to build.
     Merge(Box<Merge>),
     /// Everything built (or refused).
     Done,
 }
 
-/// A checked merge send.
+/// Where the payload of a segmented send is.
+enum PaySrc {
+    /// A merge send: region `key` from `offset`.
+    Mr { key: u64, offset: u64 },
+    /// A plain TSO send: guest-physical `addr` (checked to lie in guest RAM
+    /// with the whole payload).
+    Guest { addr: u64 },
+}
+
+/// A checked merge send or plain TSO send.
 struct Merge {
     /// Host header; IPv4 length, id and checksum, TCP seq and checksum are
     /// rewritten per segment.
@@ -65,8 +74,11 @@ struct Merge {
     pay: u64,
     nseg: u64,
     next: u64,
-    key: u64,
-    mr_offset: u64,
+    src: PaySrc,
+    /// A plain TSO send's 802.1Q tag (TPID + TCI), put back into every
+    /// segment after the source MAC; `hdr` and `t` are of the untagged
+    /// frame.
+    tag: Option<[u8; 4]>,
 }
 
 impl TxJob {
@@ -93,6 +105,10 @@ impl Device {
                 continue;
             };
             let n = n.min(TX_BUDGET).min(port.txcq.space(&self.bar));
+            if n > 0 {
+                self.prof.tx_descs += u64::from(n);
+                self.prof.tx_scans += 1;
+            }
             for _ in 0..n {
                 let port = &mut self.ports[p as usize];
                 let index = port.txq.idx;
@@ -221,6 +237,9 @@ fn check(d: &TxDesc, mem: &GuestMem, mrs: &MrTable, mtu: u32) -> Result<First, u
         return Err(ST_BAD_DESC);
     }
     match d.opcode {
+        TX_OP_PLAIN if d.flags & TXF_TSO != 0 => {
+            check_plain_tso(d, mem, mtu).map(|m| First::Merge(Box::new(m)))
+        }
         TX_OP_PLAIN => build_plain(d, mem, mtu).map(First::Plain),
         TX_OP_MERGE => check_merge(d, mem, mrs, mtu).map(|m| First::Merge(Box::new(m))),
         _ => Err(ST_BAD_OPCODE),
@@ -266,8 +285,28 @@ fn check_merge(d: &TxDesc, mem: &GuestMem, mrs: &MrTable, mtu: u32) -> Result<Me
         Ok(Some(t)) if t.pay_off() == hdr.len() => t,
         _ => return Err(ST_MALFORMED),
     };
-    let hl = (t.ihl + t.thl) as u32;
     let pay = d.pay_len as u64;
+    if pay > 0 {
+        mrs.check(d.mr_key, NEED_TX, d.mr_offset, pay)?;
+    }
+    let src = PaySrc::Mr {
+        key: d.mr_key,
+        offset: d.mr_offset,
+    };
+    segmented(d, hdr, t, pay, mtu, src)
+}
+
+/// A checked send of `pay` payload bytes after header `hdr` (parsed as `t`):
+/// segment size and count from the descriptor's `TXF_TSO`/`mss` and `mtu`.
+fn segmented(
+    d: &TxDesc,
+    hdr: Vec<u8>,
+    t: Tcp4,
+    pay: u64,
+    mtu: u32,
+    src: PaySrc,
+) -> Result<Merge, u16> {
+    let hl = (t.ihl + t.thl) as u32;
     let mss = if d.flags & TXF_TSO != 0 {
         let m = if d.mss != 0 {
             d.mss as u32
@@ -288,9 +327,6 @@ fn check_merge(d: &TxDesc, mem: &GuestMem, mrs: &MrTable, mtu: u32) -> Result<Me
     if nseg > u16::MAX as u64 {
         return Err(ST_BAD_DESC);
     }
-    if pay > 0 {
-        mrs.check(d.mr_key, NEED_TX, d.mr_offset, pay)?;
-    }
     let ip_id = u16::from_be_bytes([hdr[ETH_HLEN + 4], hdr[ETH_HLEN + 5]]);
     Ok(Merge {
         hdr,
@@ -300,9 +336,63 @@ fn check_merge(d: &TxDesc, mem: &GuestMem, mrs: &MrTable, mtu: u32) -> Result<Me
         pay,
         nseg,
         next: 0,
-        key: d.mr_key,
-        mr_offset: d.mr_offset,
+        src,
+        tag: None,
     })
+}
+
+/// `TX_OP_PLAIN` with `TXF_TSO`: the frame is one Ethernet II + IPv4 + TCP
+/// packet (untagged or with one 802.1Q tag) of up to `MAX_TSO_FRAME` bytes
+/// in guest RAM, cut into segments as a merge send is (its IPv4 total
+/// length and checksums are ignored; `TXF_CSUM_PARTIAL` may be set and
+/// changes nothing).
+fn check_plain_tso(d: &TxDesc, mem: &GuestMem, mtu: u32) -> Result<Merge, u16> {
+    if d.mr_key != 0 || d.mr_offset != 0 || d.pay_len != 0 || d.buf_len < MIN_MERGE_HDR {
+        return Err(ST_BAD_DESC);
+    }
+    if d.buf_len > MAX_TSO_FRAME {
+        return Err(ST_TOO_BIG);
+    }
+    // The whole frame must be guest RAM: its payload is read when the
+    // segments are moved, and a send fails before any frame leaves.
+    mem.check(d.buf_addr, d.buf_len as u64)
+        .map_err(|_| ST_DMA)?;
+    let mut hdr = vec![0u8; d.buf_len.min(MAX_MERGE_HDR + VLAN_HLEN) as usize];
+    mem.read(d.buf_addr, &mut hdr).map_err(|_| ST_DMA)?;
+    // One 802.1Q tag: parsed and segmented as the untagged frame, the tag
+    // put back into every segment.
+    let mut tag = None;
+    if hdr[12..14] == ETH_P_8021Q.to_be_bytes() {
+        if hdr.len() < MIN_MERGE_HDR as usize + VLAN_HLEN as usize {
+            return Err(ST_MALFORMED);
+        }
+        let mut t = [0u8; 4];
+        t.copy_from_slice(&hdr[12..16]);
+        tag = Some(t);
+        hdr.drain(12..16);
+    }
+    let vlan = if tag.is_some() { VLAN_HLEN } else { 0 };
+    let len = d.buf_len - vlan; // the untagged frame's length, >= 50
+    if len < MIN_MERGE_HDR {
+        return Err(ST_MALFORMED);
+    }
+    // The host's IP total length is ignored: the frame's length rules.
+    // len <= MAX_TSO_FRAME keeps it within u16.
+    let l = (len - ETH_HLEN as u32) as u16;
+    hdr[ETH_HLEN + 2..ETH_HLEN + 4].copy_from_slice(&l.to_be_bytes());
+    let t = match parse_tcp4(&hdr, len as usize) {
+        Ok(Some(t)) => t,
+        _ => return Err(ST_MALFORMED),
+    };
+    hdr.truncate(t.pay_off());
+    let pay = (len as usize - t.pay_off()) as u64;
+    let src = PaySrc::Guest {
+        // Checked above: the frame is within RAM.
+        addr: d.buf_addr + u64::from(vlan) + t.pay_off() as u64,
+    };
+    let mut m = segmented(d, hdr, t, pay, mtu, src)?;
+    m.tag = tag;
+    Ok(m)
 }
 
 impl Merge {
@@ -318,8 +408,12 @@ impl Merge {
         let mut ext = Vec::new();
         if n > 0 {
             // Checked when the descriptor was taken: offset + pay fits.
-            mrs.translate(self.key, NEED_TX, self.mr_offset + off, n, &mut ext)
-                .ok()?;
+            match self.src {
+                PaySrc::Mr { key, offset } => mrs
+                    .translate(key, NEED_TX, offset + off, n, &mut ext)
+                    .ok()?,
+                PaySrc::Guest { addr } => ext.push((addr + off, n)),
+            }
         }
         let mut h = self.hdr.clone();
         let l4 = t.l4_off();
@@ -337,9 +431,15 @@ impl Merge {
         h[l4 + 17] = 0;
         let mut c = pseudo_v4(t.src, t.dst, (t.thl as u64 + n) as u16);
         c.add(&h[l4..]);
+        // The checksum field's offset in the frame that leaves.
+        let mut field = l4 + 16;
+        if let Some(tag) = self.tag {
+            h.splice(12..12, tag);
+            field += VLAN_HLEN as usize;
+        }
         let mut f = Frame::owned(h);
         if ext.is_empty() {
-            f.set_csum(l4 + 16, c.finish());
+            f.set_csum(field, c.finish());
         } else {
             // The payload checksum is folded into the pass that moves the
             // payload (placement copy or wire copy), as a streaming NIC does.
@@ -347,10 +447,7 @@ impl Merge {
                 mem: mem.clone(),
                 ext,
             };
-            f.csum = Some(PendingCsum {
-                field: l4 + 16,
-                partial: c,
-            });
+            f.csum = Some(PendingCsum { field, partial: c });
         }
         Some(f)
     }

@@ -102,6 +102,7 @@ fn tx_descriptor_errors_complete_with_status() {
             &mut tb,
             TxDesc {
                 flags: TXF_TSO,
+                mr_key: 1,
                 ..plain
             }
         ),
@@ -121,6 +122,101 @@ fn tx_descriptor_errors_complete_with_status() {
     assert_eq!(d.pstat(0, PSTAT_TX_BAD_DESC), 7);
     assert_eq!(d.pstat(0, PSTAT_TX_FRAMES), 1);
     assert_eq!(tb.drv[1].reap_rx(0).len(), 1, "only the good frame left");
+}
+
+/// Plain TSO sends (hardware spec §8): every refusal is a status, a
+/// counter and no frame on the wire.
+#[test]
+fn plain_tso_errors_complete_with_status() {
+    let mut tb = tb();
+    tb.drv[1].post_rx(0, 64);
+    let frame = tcp_frame(A_IP, B_IP, 1, 2, 3, &[5u8; 3000]);
+    let a = tb.drv[0].alloc(MAX_TSO_FRAME as u64 + 4096);
+    tb.drv[0].mem.write(a, &frame).unwrap();
+    let tso = TxDesc {
+        opcode: TX_OP_PLAIN,
+        flags: TXF_TSO,
+        buf_len: frame.len() as u32,
+        buf_addr: a,
+        mss: 1000,
+        ..Default::default()
+    };
+    let mut errors = 0;
+    let mut check = |tb: &mut Tb, d: TxDesc, want: u16| {
+        assert_eq!(tx_status(tb, d), want, "{d:?}");
+        errors += 1;
+    };
+    // Descriptor fields that belong to merge sends.
+    check(&mut tb, TxDesc { pay_len: 1, ..tso }, ST_BAD_DESC);
+    check(
+        &mut tb,
+        TxDesc {
+            mr_offset: 1,
+            ..tso
+        },
+        ST_BAD_DESC,
+    );
+    // Shorter than Ethernet + IPv4 + TCP headers.
+    check(&mut tb, TxDesc { buf_len: 53, ..tso }, ST_BAD_DESC);
+    // Longer than MAX_TSO_FRAME.
+    check(
+        &mut tb,
+        TxDesc {
+            buf_len: MAX_TSO_FRAME + 1,
+            ..tso
+        },
+        ST_TOO_BIG,
+    );
+    // Segments that do not fit the MTU (9000).
+    check(&mut tb, TxDesc { mss: 8961, ..tso }, ST_BAD_DESC);
+    // Frame running past the end of guest RAM, header inside it.
+    let end = RAM as u64 - 100;
+    tb.drv[0].mem.write(end, &frame[..100]).unwrap();
+    check(
+        &mut tb,
+        TxDesc {
+            buf_addr: end,
+            ..tso
+        },
+        ST_DMA,
+    );
+    check(
+        &mut tb,
+        TxDesc {
+            buf_addr: u64::MAX - 10,
+            ..tso
+        },
+        ST_DMA,
+    );
+    // Not one IPv4/TCP packet: two 802.1Q tags, an IPv4 fragment, UDP.
+    let mut tagged = frame.clone();
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05, 0x81, 0x00, 0x00, 0x06]);
+    let mut frag = frame.clone();
+    frag[20] = 0x20; // more fragments
+    let mut udp = frame.clone();
+    udp[23] = 17;
+    for f in [tagged, frag, udp] {
+        tb.drv[0].mem.write(a, &f).unwrap();
+        check(
+            &mut tb,
+            TxDesc {
+                buf_len: f.len() as u32,
+                ..tso
+            },
+            ST_MALFORMED,
+        );
+    }
+    let d = &tb.drv[0];
+    assert_eq!(d.pstat(0, PSTAT_TX_ERRORS), errors);
+    assert_eq!(d.pstat(0, PSTAT_TX_FRAMES), 0);
+    assert!(tb.drv[1].reap_rx(0).is_empty(), "no refused send left");
+    // The good one still goes, in 3 segments.
+    tb.drv[0].mem.write(a, &frame).unwrap();
+    tb.drv[0].tx(0, tso);
+    tb.step();
+    let c = tb.drv[0].reap_tx(0);
+    assert_eq!((c[0].status, c[0].frames), (ST_OK, 3));
+    assert_eq!(tb.drv[1].reap_rx(0).len(), 3);
 }
 
 #[test]

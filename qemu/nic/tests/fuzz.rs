@@ -921,13 +921,18 @@ impl Fuzz {
                 };
                 self.write(at, &f);
                 let (csum_start, csum_offset) = csum.unwrap_or((0, 0));
+                // One in four is a plain TSO send (spec §8), its segment
+                // size from the checksum offsets (0: from the MTU).
+                let tso = len % 4 == 1;
                 let d = TxDesc {
                     opcode: TX_OP_PLAIN,
-                    flags: if csum.is_some() { TXF_CSUM_PARTIAL } else { 0 },
+                    flags: if csum.is_some() { TXF_CSUM_PARTIAL } else { 0 }
+                        | if tso { TXF_TSO } else { 0 },
                     buf_len: len as u32,
                     buf_addr: at,
                     csum_start,
                     csum_offset,
+                    mss: if tso { csum_start ^ csum_offset } else { 0 },
                     ..Default::default()
                 };
                 self.produce(port_q(port, 0), &d.encode());
