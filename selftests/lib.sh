@@ -28,6 +28,28 @@ zn_unload() {
 	! zn_loaded || rmmod zeronic
 }
 
+# zn_nic_use PERF: NIC 0's "mr_in_use pinned_pages flows_in_use", through
+# the zn-perf binary PERF (`zn-perf query`).
+zn_nic_use() {
+	"$1" query --json | python3 -c '
+import json, sys
+q = json.load(sys.stdin)
+print(q["mr_in_use"], q["pinned_pages"], q["flows_in_use"])'
+}
+
+# zn_nic_use_back PERF BEFORE SECS: zn_nic_use back to BEFORE (its words)
+# within SECS seconds; says what it is instead if not.
+zn_nic_use_back() {
+	local perf=$1 before=$2 now i
+	for i in $(seq $(($3 * 10))); do
+		now=$(zn_nic_use "$perf") || return 1
+		[ "$now" = "$before" ] && return 0
+		sleep 0.1
+	done
+	echo "NIC's mr_in_use pinned_pages flows_in_use: $before before, $now after"
+	return 1
+}
+
 # Waits up to 5 s for a path to appear or disappear (devtmpfs is asynchronous
 # with respect to module init only in the uevent sense; this is cheap).
 zn_wait_path() {

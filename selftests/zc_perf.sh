@@ -200,26 +200,6 @@ if bad:
     sys.exit(1)
 EOF
 
-# zp_query: NIC 0's "mr_in_use pinned_pages flows_in_use".
-zp_query() {
-	"$PERF" query --json | python3 -c '
-import json, sys
-q = json.load(sys.stdin)
-print(q["mr_in_use"], q["pinned_pages"], q["flows_in_use"])'
-}
-
-# zp_back BEFORE: the query back to BEFORE (zp_query's words), within 5 s.
-zp_back() {
-	local now i
-	for i in $(seq 50); do
-		now=$(zp_query) || return 1
-		[ "$now" = "$1" ] && return 0
-		sleep 0.1
-	done
-	echo "NIC counters (mr_in_use pinned_pages flows_in_use): $1 before the run, $now after"
-	return 1
-}
-
 # zp_pair NAME PORT "SERVER OPTIONS" "CLIENT OPTIONS": one zn-perf test,
 # server on side b, client on side a; the client's JSON document in
 # $TMPD/NAME.json. Fails, with the ends' errors, if either end fails.
@@ -282,7 +262,7 @@ zp_why() {
 # a run, its checks, and the NIC's counters back afterwards.
 zp_case() {
 	local name=$1 port=$2 bytes=$3 flows=$4 clean=$5 srv=$6 cli=$7 before rc=0 t0
-	before=$(zp_query) || return 1
+	before=$(zn_nic_use "$PERF") || return 1
 	t0=$SECONDS
 	zp_pair "$name" "$port" "$srv" "$cli" || rc=1
 	zn_diag "$name: $((SECONDS - t0)) s"
@@ -291,7 +271,7 @@ zp_case() {
 	zn_diag "$name: a: $(zp_why a)"
 	zn_diag "$name: b: $(zp_why b)"
 	[ "$rc" = 0 ] && { zp_check "$name" "$bytes" "$flows" "$clean" || rc=$?; }
-	zp_back "$before" || rc=1
+	zn_nic_use_back "$PERF" "$before" 5 || rc=1
 	return "$rc"
 }
 
@@ -366,7 +346,7 @@ zn_case "64 concurrent offloaded flows, 4M each verified, placed not copied, NIC
 # zp_mixed: an offloaded pair and a plain pair at the same time.
 zp_mixed() {
 	local before rc=0 r p1 p2
-	before=$(zp_query) || return 1
+	before=$(zn_nic_use "$PERF") || return 1
 	zp_pair mixed-off 5314 "--mode offload $RXM" "--mode offload $MSG -n 128M --verify $DIG" >"$TMPD/mixed-off.out" 2>&1 &
 	p1=$!
 	zp_pair mixed-plain 5315 "--mode plain" "--mode plain -n 128M --verify $DIG" >"$TMPD/mixed-plain.out" 2>&1 &
@@ -377,7 +357,7 @@ zp_mixed() {
 		zp_check mixed-off "$(bytes_of 128M)" 1 1 || rc=$?
 		zp_check mixed-plain "$(bytes_of 128M)" 1 1 || { r=$?; [ "$rc" != 0 ] && [ "$rc" != 3 ] || rc=$r; }
 	fi
-	zp_back "$before" || rc=1
+	zn_nic_use_back "$PERF" "$before" 5 || rc=1
 	return "$rc"
 }
 zn_case "an offloaded and a plain pair at once on the same ports, 128M each verified, NIC counters back" zp_mixed

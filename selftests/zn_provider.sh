@@ -38,14 +38,6 @@ TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
 ADDR_B=${ZN_ADDR_B%/*}
 
-# NIC 0's "mr_in_use pinned_pages flows_in_use".
-query() {
-	"$PERF" query --json | python3 -c '
-import json, sys
-q = json.load(sys.stdin)
-print(q["mr_in_use"], q["pinned_pages"], q["flows_in_use"])'
-}
-
 # run NAME PORT [ENV...]: server on b, client on a; outputs in $TMPD/NAME.*
 run() {
 	local name=$1 port=$2 spid rc=0 ZN_PFX
@@ -62,7 +54,7 @@ run() {
 
 word() { sed -n "s/.* $2 \([^ ]*\).*/\1/p" "$1" | head -1; }
 
-BEFORE=$(query)
+BEFORE=$(zn_nic_use "$PERF")
 
 transfer() {
 	run main 5301 || return 1
@@ -97,16 +89,6 @@ stale_without_hooks() {
 }
 zn_case "without the hooks' invalidation the stale pages go out (the check can fail)" stale_without_hooks
 
-back() {
-	local now i
-	for i in $(seq 50); do
-		now=$(query) || return 1
-		[ "$now" = "$BEFORE" ] && return 0
-		sleep 0.1
-	done
-	echo "mr_in_use pinned_pages flows_in_use: $BEFORE before, $now after"
-	return 1
-}
-zn_case "no region, pin or flow left on the NIC" back
+zn_case "no region, pin or flow left on the NIC" zn_nic_use_back "$PERF" "$BEFORE" 5
 
 ktap_finished

@@ -44,14 +44,7 @@ zn_net_start 9
 
 [ -e "$SHIM" ] || ktap_exit_fail_msg "no $SHIM (cargo build --release --workspace)"
 
-# nic_use: NIC 0's "mr_in_use pinned_pages flows_in_use".
-nic_use() {
-	"$PERF" query --json | python3 -c '
-import json, sys
-q = json.load(sys.stdin)
-print(q["mr_in_use"], q["pinned_pages"], q["flows_in_use"])'
-}
-BEFORE=$(nic_use)
+BEFORE=$(zn_nic_use "$PERF")
 
 TMPD=$(mktemp -d)
 REDIS_PIDS=()
@@ -444,16 +437,6 @@ shim_case disabled "ZN_SHIM=0 disables the offload (counted), the same run offlo
 # Every application exited: their regions, pins and flows are gone (a
 # connection's last close detaches it and deregisters its memory; the
 # kernel lets go once the sockets are closed).
-left_case() {
-	local now
-	for _ in $(seq 50); do
-		now=$(nic_use) || return 1
-		[ "$now" = "$BEFORE" ] && return 0
-		sleep 0.2
-	done
-	echo "mr_in_use pinned_pages flows_in_use: $BEFORE before, $now after"
-	return 1
-}
-zn_case "no region, pin or flow left once the applications exited" left_case
+zn_case "no region, pin or flow left once the applications exited" zn_nic_use_back "$PERF" "$BEFORE" 10
 
 ktap_finished
