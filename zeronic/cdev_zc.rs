@@ -49,8 +49,7 @@ use crate::{
         Phase,
         RxTarget,
         Seg,
-        MAX_SEGS,
-        RING_HEAD, //
+        MAX_SEGS, //
     },
     hw::cmd::{
         CmdMsPost,
@@ -309,7 +308,7 @@ impl ZcFiles {
             }
             if req.stream_off > inner.ring_head {
                 inner.ring_head = req.stream_off;
-                flow.update_nic(RING_HEAD, req.stream_off);
+                flow.update_ring_head(&mut inner);
             }
         }
         let mut sk = flow.sock.lock();
@@ -429,7 +428,7 @@ fn post_recv(flow: &Arc<Flow>, mr: Arc<MrShared>, wr: &uapi::Wr) -> Result {
         seg_cookie: wr.wr_id,
         ..Default::default()
     };
-    flow.control.submit(cmd.encode(), None)?;
+    flow.raise_nic_edge(&mut inner, cmd.encode(), start + u64::from(wr.len))?;
     let _ = inner
         .segs
         .push(Seg::new(wr.wr_id, mr, wr.offset, wr.len, start), GFP_ATOMIC);

@@ -60,7 +60,7 @@ const BACKLOG_MAX: usize = 1024;
 /// only take locks that are safe in hard interrupt context.
 pub(crate) trait CmdDone: Send + Sync {
     /// `c` is the command's completion (any status).
-    fn done(&self, c: &CmdCompletion);
+    fn done(self: Arc<Self>, c: &CmdCompletion);
 }
 
 /// What a posted command's completion is for.
@@ -247,8 +247,8 @@ impl CmdQueue {
 
     /// Runs the callbacks of reaped commands, outside the lock.
     fn run_callbacks(done: Done) {
-        for (cb, c) in done.iter().flatten() {
-            cb.done(c);
+        for (cb, c) in done.into_iter().flatten() {
+            cb.done(&c);
         }
     }
 

@@ -59,6 +59,7 @@ use kernel::{
         SpinLockIrq, //
     },
     workqueue::{
+        self,
         impl_has_work,
         new_work,
         Work, //
@@ -187,6 +188,17 @@ pub(crate) struct FlowInner {
     pub(crate) event_posted: bool,
     /// The NIC flow was removed (confirmed): the segments may go back.
     pub(crate) nic_removed: bool,
+    /// The end of the receive room the NIC has: stream offset past the last
+    /// segment whose `MS_POST` it executed (message mode), or its ring head
+    /// plus the ring's size (stream mode). The receive window ends here,
+    /// not at the room the driver has queued commands for: a frame that
+    /// beat its room's command to the NIC would be copied.
+    pub(crate) nic_edge: u64,
+    /// Edges of the room-raising commands (`MS_POST`, `FLOW_UPDATE` of the
+    /// ring head) queued and not completed yet, oldest first: the NIC
+    /// executes commands in order, so each such completion of this flow
+    /// moves `nic_edge` to the first of them.
+    pub(crate) edges: KVec<u64>,
     /// Send state (`flow_tx.rs`).
     pub(crate) tx: TxState,
 }
@@ -225,7 +237,8 @@ pub(crate) struct Flow {
     pub(crate) tx_pending: Mutex<KVec<Pending>>,
     /// Whether `tx_pending` is not empty (read from softirq).
     pub(crate) tx_pending_hint: Atomic<bool>,
-    /// Queues pending sends once TCP reports send space.
+    /// Queues pending sends once TCP reports send space, and refreshes the
+    /// receive window once the NIC has more room (`flow_tx.rs`).
     #[pin]
     work: Work<Flow>,
 }
@@ -261,6 +274,11 @@ impl Flow {
         tx: TxState,
     ) -> Result<Arc<Self>> {
         let ring_start = 0;
+        let nic_edge = match &target {
+            RxTarget::Segments => 0,
+            // The ring the NIC got with the flow.
+            RxTarget::Ring { size, .. } => ring_start + size,
+        };
         let control = DropInProcess::new(control)?;
         Arc::pin_init(
             try_pin_init!(Self {
@@ -295,6 +313,8 @@ impl Flow {
                     eof_reported: false,
                     event_posted: false,
                     nic_removed: false,
+                    nic_edge,
+                    edges: KVec::new(),
                     tx,
                 }, "zeronic::flow"),
             }? Error),
@@ -310,13 +330,28 @@ impl Flow {
         res
     }
 
-    /// Stream offset just past the room the application posted: the NIC
+    /// Stream offset just past the room the NIC has (the application
+    /// posted, and the NIC executed the command that gave it): the NIC
     /// places nothing at or beyond it, so the receive window ends there.
     fn rx_edge(&self, inner: &FlowInner) -> u64 {
-        match &self.target {
-            RxTarget::Segments => inner.posted_end,
-            RxTarget::Ring { size, .. } => inner.ring_head + size,
-        }
+        inner.nic_edge
+    }
+
+    /// Submits `cmd`, which gives the NIC receive room up to stream offset
+    /// `edge`; its completion moves the flow's `nic_edge` there and
+    /// refreshes the receive window (`Flow::done`). Any context.
+    pub(crate) fn raise_nic_edge(
+        self: &Arc<Self>,
+        inner: &mut FlowInner,
+        cmd: [u8; 64],
+        edge: u64,
+    ) -> Result {
+        inner.edges.reserve(1, GFP_ATOMIC)?;
+        self.control.submit(cmd, Some(self.clone()))?;
+        // Cannot fail: reserved above. The completion cannot come first:
+        // it takes `inner`, which the caller holds with interrupts off.
+        let _ = inner.edges.push(edge, GFP_ATOMIC);
+        Ok(())
     }
 
     /// Where byte `pos` of the stream lies: the region, the offset in it,
@@ -595,6 +630,25 @@ impl Flow {
         let _ = self.complete(&cqe, Credit::Reserved);
     }
 
+    /// Gives the NIC the ring's new head, `inner.ring_head` (stream mode),
+    /// and with it the room up to that head plus the ring's size.
+    pub(crate) fn update_ring_head(self: &Arc<Self>, inner: &mut FlowInner) {
+        let RxTarget::Ring { size, .. } = &self.target else {
+            return;
+        };
+        let edge = inner.ring_head + size;
+        let cmd = CmdFlow {
+            opcode: CMD_FLOW_UPDATE,
+            flags: FLOWU_RING_HEAD,
+            flow: self.hw_index,
+            stream_off: inner.ring_head,
+            ..Default::default()
+        };
+        if let Err(e) = self.raise_nic_edge(inner, cmd.encode(), edge) {
+            pr_debug!("flow {}: ring head not posted: {:?}\n", self.id, e);
+        }
+    }
+
     /// Posts a `CMD_FLOW_UPDATE` without waiting (any context).
     pub(crate) fn update_nic(&self, flag: u16, stream_off: u64) {
         let cmd = CmdFlow {
@@ -693,9 +747,34 @@ fn recv_cqe(flow: u32, seg: &Seg, len: u32, status: u16, flags: u32) -> Cqe {
 }
 
 impl CmdDone for Flow {
+    /// A command submitted with this flow as its callback completed: one
+    /// that raised the receive room (`raise_nic_edge`), or the
+    /// `CMD_FLOW_REMOVE` posted at a reset.
+    fn done(self: Arc<Self>, c: &CmdCompletion) {
+        if c.opcode == CMD_FLOW_REMOVE {
+            self.removed(c);
+            return;
+        }
+        {
+            let mut inner = self.inner.lock();
+            if inner.edges.is_empty() {
+                return;
+            }
+            // The NIC has the room now (a failed command gives none, but
+            // the window must not stall behind it either: what arrives
+            // past real room is copied, as before the NIC had it).
+            inner.nic_edge = inner.edges.remove(0).unwrap_or(inner.nic_edge);
+        }
+        // The window may grow: `consume()` raises its bound and sends the
+        // update, under the socket lock, so from process context.
+        let _ = workqueue::system().enqueue(self);
+    }
+}
+
+impl Flow {
     /// `CMD_FLOW_REMOVE` posted at a reset completed: the NIC places nothing
     /// any more, so the segments go back (`ECONNRESET`).
-    fn done(&self, c: &CmdCompletion) {
+    fn removed(&self, c: &CmdCompletion) {
         if c.status != status::ST_OK {
             pr_warn!("flow {}: NIC flow removal: status {}\n", self.id, c.status);
         }
@@ -705,6 +784,3 @@ impl CmdDone for Flow {
         self.flush_segments(&mut inner, ECONNRESET.to_errno().unsigned_abs() as u16);
     }
 }
-
-/// The `FLOWU_RING_HEAD` flag, re-exported for the stream consume path.
-pub(crate) const RING_HEAD: u16 = FLOWU_RING_HEAD;

@@ -358,5 +358,8 @@ impl WorkItem for Flow {
     fn run(this: Arc<Flow>) {
         let mut guard = this.sock.lock();
         this.push_sends(&mut guard);
+        // Also queued when the NIC executed a command that gave it receive
+        // room (`Flow::done`): the window may grow now.
+        this.consume(&mut guard);
     }
 }
