@@ -75,19 +75,22 @@ def serve(addr, port):
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((addr, port))
     ls.listen(16)
-    while True:
-        try:
+    # "quit" interrupts the main thread from the handler's thread, which
+    # may run before the main thread's Thread.start() has returned: the
+    # interrupt may land anywhere in the loop, not only in accept().
+    try:
+        while True:
             c, _ = ls.accept()
-        except KeyboardInterrupt:
-            return
 
-        def run(c=c):
-            try:
-                handle(c)
-            except OSError as e:
-                print("server: %r" % e, flush=True)
+            def run(c=c):
+                try:
+                    handle(c)
+                except OSError as e:
+                    print("server: %r" % e, flush=True)
 
-        threading.Thread(target=run, daemon=True).start()
+            threading.Thread(target=run, daemon=True).start()
+    except KeyboardInterrupt:
+        return
 
 
 failed = 0
