@@ -330,13 +330,6 @@ impl Flow {
         res
     }
 
-    /// Stream offset just past the room the NIC has (the application
-    /// posted, and the NIC executed the command that gave it): the NIC
-    /// places nothing at or beyond it, so the receive window ends there.
-    fn rx_edge(&self, inner: &FlowInner) -> u64 {
-        inner.nic_edge
-    }
-
     /// Submits `cmd`, which gives the NIC receive room up to stream offset
     /// `edge`; its completion moves the flow's `nic_edge` there and
     /// refreshes the receive window (`Flow::done`). Any context.
@@ -490,9 +483,9 @@ impl Flow {
             if inner.phase != Phase::Attached {
                 return;
             }
-            self.rx_edge(&inner)
+            inner.nic_edge
         };
-        // The window ends where the posted room does, so the peer never
+        // The window ends where the room the NIC has does, so the peer never
         // sends what the NIC would have to hand over for copying (a lagging
         // application stalls the peer instead). Outside the spinlock: a
         // raised edge sends a window update. Edges only grow, and every
@@ -757,13 +750,13 @@ impl CmdDone for Flow {
         }
         {
             let mut inner = self.inner.lock();
-            if inner.edges.is_empty() {
-                return;
-            }
             // The NIC has the room now (a failed command gives none, but
             // the window must not stall behind it either: what arrives
             // past real room is copied, as before the NIC had it).
-            inner.nic_edge = inner.edges.remove(0).unwrap_or(inner.nic_edge);
+            match inner.edges.remove(0) {
+                Ok(edge) => inner.nic_edge = edge,
+                Err(_) => return,
+            }
         }
         // The window may grow: `consume()` raises its bound and sends the
         // update, under the socket lock, so from process context.
