@@ -28,23 +28,48 @@ zn_unload() {
 	! zn_loaded || rmmod zeronic
 }
 
+# zn_nap SECS: sleeps SECS (decimals allowed) without starting a program:
+# read's timeout on a pipe nobody writes. Polling loops use it, since under
+# TCG every exec of sleep costs tens of milliseconds of the guest's CPU.
+zn_nap() {
+	local _
+	read -rt "$1" _ <> <(:) || :
+}
+
+# zn_kmemleak_check: fails, printing kmemleak's report, if it finds an
+# object leaked before the call. kmemleak wants an object unchanged across
+# two scans and reports only objects 5 s old when a scan starts: the first
+# scan (about 6 s of TCG) fills that wait, and the second starts 5.1 s
+# after the call (a margin over jiffies' rounding) at the earliest.
+zn_kmemleak_check() {
+	local k=/sys/kernel/debug/kmemleak ended left report
+	ended=$(date +%s%3N)
+	echo scan >"$k" || return 1
+	left=$((ended + 5100 - $(date +%s%3N)))
+	[ "$left" -le 0 ] || zn_nap "$((left / 1000)).$(printf '%03d' $((left % 1000)))"
+	echo scan >"$k" || return 1
+	report=$(cat "$k")
+	[ -z "$report" ] || { printf '%s\n' "$report" | head -n 40; return 1; }
+}
+
 # zn_nic_use PERF: NIC 0's "mr_in_use pinned_pages flows_in_use", through
-# the zn-perf binary PERF (`zn-perf query`).
+# the zn-perf binary PERF (`zn-perf query`, its name=value words).
 zn_nic_use() {
-	"$1" query --json | python3 -c '
-import json, sys
-q = json.load(sys.stdin)
-print(q["mr_in_use"], q["pinned_pages"], q["flows_in_use"])'
+	"$1" query | awk '{
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		if (!("mr_in_use" in v && "pinned_pages" in v && "flows_in_use" in v)) exit 1
+		print v["mr_in_use"], v["pinned_pages"], v["flows_in_use"]
+	}'
 }
 
 # zn_nic_use_back PERF BEFORE SECS: zn_nic_use back to BEFORE (its words)
 # within SECS seconds; says what it is instead if not.
 zn_nic_use_back() {
 	local perf=$1 before=$2 now i
-	for i in $(seq $(($3 * 10))); do
+	for ((i = 0; i < $3 * 10; i++)); do
 		now=$(zn_nic_use "$perf") || return 1
 		[ "$now" = "$before" ] && return 0
-		sleep 0.1
+		zn_nap 0.1
 	done
 	echo "NIC's mr_in_use pinned_pages flows_in_use: $before before, $now after"
 	return 1
@@ -57,7 +82,7 @@ zn_wait_path() {
 	for i in $(seq 50); do
 		if [ "$want" = present ] && [ -e "$path" ]; then return 0; fi
 		if [ "$want" = absent ] && [ ! -e "$path" ]; then return 0; fi
-		sleep 0.1
+		zn_nap 0.1
 	done
 	return 1
 }
@@ -88,7 +113,7 @@ zn_sysfs_write() {
 			wait "$pid" || { echo "writing $value to $file failed"; return 1; }
 			return 0
 		fi
-		sleep 0.1
+		zn_nap 0.1
 	done
 	echo "writing $value to $file did not finish within $secs s"
 	return 1

@@ -50,7 +50,7 @@ holder_stop() {
 	local i
 	for i in $(seq 50); do
 		kill -0 "$HPID" 2>/dev/null || break
-		sleep 0.1
+		zn_nap 0.1
 	done
 	holder_kill
 }

@@ -47,7 +47,7 @@ pins_settle() {
 	for i in $(seq 50); do
 		n=$(pins_outstanding)
 		[ "$n" "$1" "$2" ] && return 0
-		sleep 0.2
+		zn_nap 0.2
 	done
 	echo "outstanding FOLL_PIN pins: $n, want $1 $2"
 	return 1
@@ -59,7 +59,7 @@ pinned_is() {
 	for i in $(seq 25); do
 		n=$(pinned_pages)
 		[ "$n" = "$1" ] && return 0
-		sleep 0.2
+		zn_nap 0.2
 	done
 	echo "pinned_pages=$n, want $1"
 	return 1

@@ -181,7 +181,7 @@ qstats() {
 	for i in 1 2 3 4 5; do
 		out=$(sums) || return 1
 		[ "$(sort -u <<<"$out" | wc -l)" = 1 ] && break
-		sleep 0.5
+		zn_nap 0.5
 	done
 	paste -d' ' <(printf '%s\n' "qstats:" "queues:" "ip -s link:" "ethtool -S:") - <<<"$out"
 	[ "$(sort -u <<<"$out" | wc -l)" = 1 ] || { echo "the four sources disagree"; return 1; }

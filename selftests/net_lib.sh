@@ -76,25 +76,51 @@ zn_net_start() {
 
 # zn_mtu SIDE: the interface's MTU.
 zn_mtu() {
-	zn_in "$1" ip -j link show dev "$(zn_side_if "$1")" |
-		python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["mtu"])'
+	zn_in "$1" cat "/sys/class/net/$(zn_side_if "$1")/mtu"
 }
 
-# zn_stats SIDE: "rx_packets rx_bytes tx_packets tx_bytes" of the interface.
+# zn_stats SIDE: "rx_packets rx_bytes tx_packets tx_bytes" of the interface
+# (the sysfs view of the stats ip -s prints; one process, no interpreter).
 zn_stats() {
-	zn_in "$1" ip -j -s link show dev "$(zn_side_if "$1")" | python3 -c '
-import json, sys
-s = json.load(sys.stdin)[0]["stats64"]
-print(s["rx"]["packets"], s["rx"]["bytes"], s["tx"]["packets"], s["tx"]["bytes"])'
+	local d v
+	d=/sys/class/net/$(zn_side_if "$1")/statistics
+	v=$(zn_in "$1" cat "$d/rx_packets" "$d/rx_bytes" "$d/tx_packets" "$d/tx_bytes") || return 1
+	echo $v
 }
 
-# zn_wait_listen SIDE PORT: waits up to 10 s for a TCP listener.
+# zn_listening PID PORT: a TCP socket listens on PORT in the network
+# namespace of process PID (its /proc/PID/net/tcp and tcp6; bash only).
+zn_listening() {
+	local hex f _sl laddr _raddr st _rest
+	printf -v hex '%04X' "$2"
+	for f in "/proc/$1/net/tcp" "/proc/$1/net/tcp6"; do
+		[ -r "$f" ] || continue
+		while read -r _sl laddr _raddr st _rest; do
+			[ "$st" = 0A ] && [ "${laddr##*:}" = "$hex" ] && return 0
+		done <"$f"
+	done
+	return 1
+}
+
+# zn_wait_listen SIDE PORT [PID]: waits up to 10 s for a TCP listener on
+# PORT in SIDE's namespace. With PID, the server's (the $! of a command
+# started with zn_pfx's prefix: ip netns exec execs it), the check reads
+# the server's own view of its namespace without starting a program every
+# 50 ms, and fails at once if the server exited; without, it polls ss.
 zn_wait_listen() {
 	local i
-	for i in $(seq 100); do
-		zn_in "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
-		sleep 0.1
-	done
+	if [ -n "${3:-}" ]; then
+		for ((i = 0; i < 200; i++)); do
+			zn_listening "$3" "$2" && return 0
+			kill -0 "$3" 2>/dev/null || { echo "the server (pid $3) exited before listening on port $2"; return 1; }
+			zn_nap 0.05
+		done
+	else
+		for ((i = 0; i < 100; i++)); do
+			zn_in "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
+			zn_nap 0.1
+		done
+	fi
 	echo "nothing listens on port $2 on side $1 after 10 s"
 	return 1
 }
@@ -109,7 +135,7 @@ zn_iperf() {
 	zn_pfx "$to"
 	"${ZN_PFX[@]}" iperf3 -s -1 -B "$(zn_side_addr "$to")" -p "$port" >/dev/null 2>&1 &
 	spid=$!
-	if ! zn_wait_listen "$to" "$port"; then
+	if ! zn_wait_listen "$to" "$port" "$spid"; then
 		kill "$spid" 2>/dev/null
 		wait "$spid" 2>/dev/null
 		return 1
@@ -156,7 +182,7 @@ zn_xfer() {
 	"${ZN_PFX[@]}" python3 "$ZN_XFER" recv --bind "$addr" --port "$port" \
 		--size "$size" --seed "$size" --timeout "$tmo" >"$out" 2>&1 &
 	rpid=$!
-	zn_wait_listen "$to" "$port" || { kill "$rpid"; wait "$rpid"; cat "$out"; rm -f "$out"; return 1; }
+	zn_wait_listen "$to" "$port" "$rpid" || { kill "$rpid"; wait "$rpid"; cat "$out"; rm -f "$out"; return 1; }
 	zn_in "$from" python3 "$ZN_XFER" send --host "$addr" --port "$port" \
 		--size "$size" --seed "$size" --timeout "$tmo" "$@" || { echo "sender failed"; rc=1; }
 	wait "$rpid" || rc=1

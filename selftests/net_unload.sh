@@ -19,7 +19,7 @@ round() {
 	zn_pfx b
 	"${ZN_PFX[@]}" iperf3 -s -1 >/dev/null 2>&1 &
 	srv=$!
-	zn_wait_listen b 5201 || { kill "$srv"; wait "$srv"; return 1; }
+	zn_wait_listen b 5201 "$srv" || { kill "$srv"; wait "$srv"; return 1; }
 	zn_pfx a
 	"${ZN_PFX[@]}" iperf3 -c "$ZN_ADDR_B" -t 60 >/dev/null 2>&1 &
 	cli=$!
@@ -31,7 +31,7 @@ round() {
 	for i in $(seq 50); do
 		after=$(zn_in a cat "/sys/class/net/$ZN_IF_A/statistics/tx_bytes")
 		[ "$after" -gt $((before + 4194304)) ] && break
-		sleep 0.2
+		zn_nap 0.2
 	done
 	[ "$after" -gt $((before + 4194304)) ] || { echo "no traffic before unload ($before -> $after bytes in 10 s)"; return 1; }
 	timeout 60 rmmod zeronic || { echo "rmmod under traffic failed or hung"; return 1; }
@@ -41,7 +41,7 @@ round() {
 	kill -9 "$cli" "$srv" 2>/dev/null
 	for i in $(seq 20); do
 		kill -0 "$cli" 2>/dev/null || kill -0 "$srv" 2>/dev/null || break
-		sleep 0.5
+		zn_nap 0.5
 	done
 	if kill -0 "$cli" 2>/dev/null || kill -0 "$srv" 2>/dev/null; then
 		echo "iperf3 still alive 10 s after SIGKILL (stuck in the kernel?)"
@@ -67,7 +67,7 @@ zn_idle_module() {
 	for i in $(seq 120); do
 		n=$(cat /sys/module/zeronic/refcnt 2>/dev/null || echo 0)
 		[ "$n" = 0 ] && return 0
-		sleep 0.5
+		zn_nap 0.5
 	done
 	echo "module still referenced ($n) after 60 s; sockets in the port namespaces:"
 	zn_in a ss -tan | tail -n +2

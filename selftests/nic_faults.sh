@@ -57,7 +57,7 @@ carrier_is() {
 			[ "$v" = "$want" ] || ok=
 		done
 		[ -z "$ok" ] || return 0
-		sleep 0.1
+		zn_nap 0.1
 	done
 	for s in a b; do
 		echo "side $s ($(zn_side_if "$s")): carrier=$(zn_in "$s" timeout 10 cat "/sys/class/net/$(zn_side_if "$s")/carrier" 2>&1), want $want"
@@ -140,7 +140,7 @@ fatal_logged() {
 	grep -q 'fatal=1 fatal_code=2 fatal_info=0x8 ' <<<"$out" || { echo "model: $out"; return 1; }
 	for i in $(seq 100); do
 		[ "$(fatal_lines "$fmark")" -ge 1 ] && break
-		sleep 0.1
+		zn_nap 0.1
 	done
 	sleep 1
 	n=$(fatal_lines "$fmark")

@@ -55,7 +55,7 @@ back_to_baseline() {
 	for i in $(seq 50); do
 		now=$(nic_counters)
 		[ "$now" = "$base" ] && return 0
-		sleep 0.2
+		zn_nap 0.2
 	done
 	echo "query: '$now', want '$base'"
 	return 1
@@ -79,7 +79,7 @@ start() {
 	zn_pfx b
 	"${ZN_PFX[@]}" "$XFER" server "$PORT" "$1" "$3" >"$tmp/srv" 2>&1 &
 	SPID=$!
-	zn_wait_listen b "$PORT" || return 1
+	zn_wait_listen b "$PORT" "$SPID" || return 1
 	zn_pfx a
 	"${ZN_PFX[@]}" "$XFER" client "${ZN_ADDR_B%/*}" "$PORT" "$2" "$3" >"$tmp/cli" 2>&1 &
 	CPID=$!
@@ -102,7 +102,7 @@ moving() {
 		[ "$v" -gt $((moved0 + (4 << 20))) ] && return 0
 		kill -0 "$SPID" 2>/dev/null && kill -0 "$CPID" 2>/dev/null ||
 			{ echo "an end exited early: srv '$(cat "$tmp/srv")' cli '$(cat "$tmp/cli")'"; return 1; }
-		sleep 0.2
+		zn_nap 0.2
 	done
 	echo "less than 4 MiB moved by the NIC after 60 s ($((v - moved0)) bytes)"
 	return 1
@@ -117,7 +117,7 @@ exits_within() {
 			rc=$?
 			return 0
 		fi
-		sleep 0.1
+		zn_nap 0.1
 	done
 	echo "pid $1 still runs after $2 s"
 	return 1
@@ -173,7 +173,7 @@ unload_after() {
 	# Sockets closed, the files gone: nothing holds the module.
 	for i in $(seq 50); do
 		rmmod zeronic 2>/dev/null && break
-		sleep 0.2
+		zn_nap 0.2
 	done
 	! zn_loaded || { echo "rmmod still refused 10 s after the processes exited: $(rmmod zeronic 2>&1)"; return 1; }
 	zn_load || return 1

@@ -210,7 +210,7 @@ zp_pair() {
 	"${ZN_PFX[@]}" timeout "$TMO" "$PERF" server --once --json -p "$port" $srv \
 		>"$TMPD/$name.srv.json" 2>"$TMPD/$name.srv.err" &
 	spid=$!
-	if ! zn_wait_listen b "$port"; then
+	if ! zn_wait_listen b "$port" "$spid"; then
 		kill "$spid" 2>/dev/null
 		wait "$spid"
 		cat "$TMPD/$name.srv.err"

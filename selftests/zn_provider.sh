@@ -45,7 +45,7 @@ run() {
 	zn_pfx b
 	"${ZN_PFX[@]}" timeout 120 env "$@" "$EX" server "$port" >"$TMPD/$name.srv" 2>&1 &
 	spid=$!
-	zn_wait_listen b "$port" || { kill "$spid"; return 1; }
+	zn_wait_listen b "$port" "$spid" || { kill "$spid"; return 1; }
 	zn_in a timeout 120 env "$@" "$EX" client "$ADDR_B" "$port" >"$TMPD/$name.cli" 2>&1 || rc=1
 	wait "$spid" || rc=1
 	sed 's/^/# /' "$TMPD/$name.srv" "$TMPD/$name.cli" >&3

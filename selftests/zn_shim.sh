@@ -190,7 +190,7 @@ iperf() {
 	# shellcheck disable=SC2046 # the prefix words
 	"${ZN_PFX[@]}" timeout -k 5 $((SECS + 100)) $(pre "$shim" "$name") iperf3 -s -1 -B "$ADDR_B" -p "$port" >"$TMPD/$name.srv" 2>&1 &
 	spid=$!
-	zn_wait_listen b "$port" || { kill "$spid"; return 1; }
+	zn_wait_listen b "$port" "$spid" || { kill "$spid"; return 1; }
 	b0=$(busy)
 	# shellcheck disable=SC2046
 	zn_in a timeout -k 5 $((SECS + 60)) $(pre "$shim" "$name") iperf3 -c "$ADDR_B" -p "$port" -t "$SECS" -J "$@" \
@@ -255,7 +255,7 @@ redis_start() {
 	"${ZN_PFX[@]}" timeout 900 $(pre "$1" "$2") redis-server --bind "$ADDR_B" --port "$3" --protected-mode no \
 		--save '' --appendonly no --dir "$TMPD" --dbfilename "$2.rdb" >"$TMPD/$2.srv" 2>&1 &
 	REDIS_PIDS+=($!)
-	zn_wait_listen b "$3"
+	zn_wait_listen b "$3" "$!"
 }
 
 # redis_bench SHIM NAME PORT: redis-benchmark SET/GET at 3 B, 1 KiB, 64 KiB
@@ -293,7 +293,7 @@ redis_run() {
 	[ "$h1" = "$h2" ] || { echo "1 MiB value read back differs ($h1 vs $h2)"; return 1; }
 	for _ in $(seq 50); do
 		[ -s "$TMPD/$name.rdb" ] && break
-		sleep 0.2
+		zn_nap 0.2
 	done
 	[ -s "$TMPD/$name.rdb" ] || { echo "BGSAVE wrote no $name.rdb"; return 1; }
 	# shellcheck disable=SC2046
@@ -354,7 +354,7 @@ CONF
 	# shellcheck disable=SC2046
 	"${ZN_PFX[@]}" timeout 600 $(pre "$shim" "$name") nginx -e "$d/error.log" -p "$d" -c "$d/nginx.conf" >"$d/out" 2>&1 &
 	npid=$!
-	zn_wait_listen b "$port" || { cat "$d/out" "$d/error.log"; kill "$npid"; return 1; }
+	zn_wait_listen b "$port" "$npid" || { cat "$d/out" "$d/error.log"; kill "$npid"; return 1; }
 	h1=$(sha256sum <"$TMPD/big" | cut -d' ' -f1)
 	b0=$(busy)
 	t0=$(zn_now)
@@ -398,7 +398,7 @@ torture_case() {
 	"${ZN_PFX[@]}" env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-srv.stats" timeout -k 5 300 python3 "$t" server "$ADDR_B" 5501 \
 		>"$TMPD/torture.srv" 2>&1 &
 	spid=$!
-	zn_wait_listen b 5501 || { kill "$spid"; return 1; }
+	zn_wait_listen b 5501 "$spid" || { kill "$spid"; return 1; }
 	zn_in a env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-cli.stats" timeout -k 5 240 python3 "$t" client "$ADDR_B" 5501 \
 		>"$TMPD/torture.cli" 2>&1 || rc=1
 	wait "$spid" || rc=1
