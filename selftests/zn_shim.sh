@@ -5,7 +5,9 @@
 # clients on side a, each run once with the shim on both ends and once
 # without. Every case checks the application's own correctness (iperf3:
 # bytes received = bytes sent; redis: values read back equal, byte for
-# byte, what was written; nginx: the file's SHA-256) and that the offload
+# byte, what was written; nginx: the file's SHA-256; sockperf, its server
+# and client waiting in select, poll or epoll: every reply equal to its
+# request, none dropped, duplicated or out of order) and that the offload
 # carried the bytes (zc_account): the shim's per-process counters
 # (ZN_SHIM_STATS) show the connections offloaded and the application's
 # bytes read through them, the flows' own counters (the shim's log line per
@@ -18,14 +20,16 @@
 # hw_rx_fallback less hw_rx_ooo_full: the receive window ends at the posted
 # room give or take a window-scale unit, so a frame may cross the room's
 # end). Nothing else may be copied: small segments, ring wraps and
-# segments that reach a busy socket's backlog are placed. Each case prints throughput (or
-# requests/s) with and without the shim and the guest's CPU seconds per GiB
-# moved (system-wide, /proc/stat). Last, once every application exited, no
+# segments that reach a busy socket's backlog are placed. Each case prints
+# throughput (or requests/s, or sockperf's latency) with and without the
+# shim and, for the bulk cases, the guest's CPU seconds per GiB moved
+# (system-wide, /proc/stat). Last, once every application exited, no
 # region, pin or flow of NIC 0 is left (zn-perf query).
 #
 # ZN_SHIM_SECS: seconds per iperf3 run (default 3).
+# ZN_SHIM_SOCKPERF_SECS: seconds per sockperf client run (-t, default 1).
 # ZN_SHIM_CASES: run only the cases named (words of: iperf iperfz iperfr
-# redis nginx torture loopback disabled); the others are reported as
+# redis nginx sockperf torture loopback disabled); the others are reported as
 # skipped, never passed. For development runs; make check runs them all.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -40,7 +44,7 @@ SECS=${ZN_SHIM_SECS:-3}
 PERF=$ZN_ROOT/target/release/zn-perf
 
 zn_load
-zn_net_start 9
+zn_net_start 10
 
 [ -e "$SHIM" ] || ktap_exit_fail_msg "no $SHIM (cargo build --release --workspace)"
 
@@ -390,6 +394,147 @@ nginx_case() {
 	return "$rc"
 }
 shim_case nginx "nginx (sendfile, epoll, worker fork) + curl (16 MiB, SHA-256) and wrk over the shim, with vs without" nginx_case
+
+# sockperf ping-pong over TCP, its server and its client each waiting in
+# select, poll or epoll. sockperf takes -F (the I/O multiplexer) only with
+# a feed file (-f), whose "T:" line makes the connection TCP (--tcp
+# conflicts with -f); without -F it blocks in recvfrom. Each client runs
+# ZN_SHIM_SOCKPERF_SECS seconds (default 1) after sockperf's fixed 2 s
+# warm-up sleep; it measures the latency (half the round trip) of 64-byte
+# messages over the 0.4 s to the end less 50 ms.
+SOCKPERF_SECS=${ZN_SHIM_SOCKPERF_SECS:-1}
+SOCKPERF_MSG=64
+
+# tcp_has PID PORT STATE: a TCP socket in PID's netns has the local port
+# PORT in STATE (/proc/net/tcp's hex: 01 established, 0A listening). Read
+# in this shell: under TCG every process (ss in the netns) costs 0.1-0.2 s,
+# and the sockperf case polls while each of its six servers starts and
+# while it closes its connection.
+tcp_has() {
+	local want _sl loc _rem st _rest
+	printf -v want '%04X' "$2"
+	[ -r "/proc/$1/net/tcp" ] || return 1
+	while read -r _sl loc _rem st _rest; do
+		[ "${loc##*:}" = "$want" ] && [ "$st" = "$3" ] && return 0
+	done <"/proc/$1/net/tcp"
+	return 1
+}
+
+# sockperf_run SHIM NAME PORT MUX: one sockperf server (side b) and
+# ping-pong client (side a), both with -F MUX (s, p or e); prints "VALID
+# AVG P50 P99 SENT RECEIVED" (valid observations, latencies in usec,
+# messages of the whole run) or fails. Correctness is sockperf's own: the
+# client checks every reply against its request byte for byte
+# (--data-integrity, a mismatch ends it with an ERROR), and counts dropped,
+# duplicated and out-of-order replies; here every run must have valid
+# observations and none of those, and the server must have received every
+# message the client sent. Both ends must say they wait in MUX.
+# sockperf's exit status is 0 even for a bad option: its output decides.
+sockperf_run() {
+	local shim=$1 name=$2 port=$3 mux=$4 spid i ZN_PFX
+	echo "T:$ADDR_B:$port" >"$TMPD/$name.feed"
+	zn_pfx b
+	# shellcheck disable=SC2046 # the prefix words
+	"${ZN_PFX[@]}" timeout -k 5 120 $(pre "$shim" "$name") sockperf server -f "$TMPD/$name.feed" -F "$mux" \
+		>"$TMPD/$name.srv" 2>&1 &
+	spid=$!
+	# The server's netns is side b's once ip netns exec has entered it
+	# (before, the port is not found there either).
+	for ((i = 0; i < 200; i++)); do
+		tcp_has "$spid" "$port" 0A && break
+		kill -0 "$spid" 2>/dev/null || break
+		sleep 0.05
+	done
+	tcp_has "$spid" "$port" 0A || { echo "the sockperf server does not listen on $port:"; kill "$spid"; cat "$TMPD/$name.srv"; return 1; }
+	# Not --no-rdtsc: sockperf 3.7 then still converts its 400 ms warm-up
+	# window with the TSC's rate (measured against clock_gettime over
+	# 0.1 s at start, which TCG's TSC passes), so it counts no valid
+	# observations in a short run.
+	# shellcheck disable=SC2046
+	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") sockperf ping-pong -f "$TMPD/$name.feed" -F "$mux" \
+		-t "$SOCKPERF_SECS" -m "$SOCKPERF_MSG" --data-integrity >"$TMPD/$name.cli" 2>&1 ||
+		{ echo "sockperf client exited with $?:"; tail -20 "$TMPD/$name.cli"; kill "$spid"; return 1; }
+	# The server closes the connection at the client's EOF; then it has
+	# handled every message it will, and is told to exit (SIGINT).
+	for ((i = 0; i < 200; i++)); do
+		tcp_has "$spid" "$port" 01 || break
+		sleep 0.05
+	done
+	! tcp_has "$spid" "$port" 01 || { echo "the server still holds the connection 10 s after the client's exit"; kill "$spid"; return 1; }
+	kill -INT "$spid"
+	wait "$spid" || { echo "sockperf server exited with $?:"; tail -20 "$TMPD/$name.srv"; return 1; }
+	awk -v mux="$mux" '
+		BEGIN { m = mux == "s" ? "select" : mux == "p" ? "poll" : "epoll" }
+		# count(WHAT): N of "# WHAT messages = N" ("" if absent).
+		function count(what) { return match($0, "# " what " messages = [0-9]+") ? substr($0, RSTART + length(what) + 14, RLENGTH - length(what) - 14) : "" }
+		{ gsub(/\033\[[0-9;]*m/, "") }
+		FILENAME == ARGV[1] && index($0, "using " m "() to block") { smux = 1 }
+		FILENAME == ARGV[1] && /Total [0-9]+ messages received and handled/ { srv = $3 }
+		FILENAME == ARGV[1] { next }
+		index($0, "using " m "() to block") { cmux = 1 }
+		/ERROR/ { err = err "[" $0 "] " }
+		/\[Total Run\]/ { for (i = 1; i <= NF; i++) { split($i, kv, "[=;]"); if (kv[1] == "SentMessages") S = kv[2]; if (kv[1] == "ReceivedMessages") R = kv[2] } }
+		/\[Valid Duration\]/ { for (i = 1; i <= NF; i++) { split($i, kv, "[=;]"); if (kv[1] == "SentMessages") vs = kv[2]; if (kv[1] == "ReceivedMessages") vr = kv[2] } }
+		/avg-latency=/ { split($0, a, "avg-latency="); avg = a[2] + 0 }
+		/# dropped messages/ { drop = count("dropped"); dup = count("duplicated"); ooo = count("out-of-order"); seen = 1 }
+		/percentile 50\.000 =/ { p50 = $NF }
+		/percentile 99\.000 =/ { p99 = $NF }
+		END {
+			if (!smux || !cmux) { print "sockperf does not say it waits in " m "() (server " smux + 0 ", client " cmux + 0 ")"; exit 1 }
+			if (err != "") { print "sockperf reported: " err; exit 1 }
+			if (!seen || drop == "" || dup == "" || ooo == "" || vr == "" || p50 == "" || p99 == "" || S == "") { print "no statistics in the client output"; exit 1 }
+			if (vr <= 0 || vr != vs) { print "valid duration: " vs " messages sent, " vr " received"; exit 1 }
+			if (drop != 0 || dup != 0 || ooo != 0) { print "dropped " drop ", duplicated " dup ", out-of-order " ooo; exit 1 }
+			if (srv != S) { print "the client sent " S " messages, the server handled " srv; exit 1 }
+			printf "%d %.3f %.3f %.3f %d %d\n", vr, avg, p50, p99, S, R
+		}' "$TMPD/$name.srv" "$TMPD/$name.cli" || { tail -20 "$TMPD/$name.cli" "$TMPD/$name.srv"; return 1; }
+}
+
+# Both ends offloaded, per multiplexer, and the accounting of zc_account
+# over the three runs with the shim. The messages are small: the shim
+# copies each send into its registered staging memory (below
+# ZN_SHIM_ZC_THRESHOLD; the NIC reads it from there, which
+# zc_tx_merged_bytes counts), and the NIC places every received message
+# into the ring (the application's read copies it out, as the kernel's
+# path would). So what the counters show is that the NIC, not the kernel's
+# copying path, carried both directions; not a zero-copy send.
+sockperf_case() {
+	local mux mname with c0 c1 w0 acc rc=0 port=11400 minrx=0
+	local pv pa p50 p99 v a q50 q99 sent rcvd off_s rx_s off_c rx_c logs=()
+	local -A plain
+	for mux in s p e; do
+		plain[$mux]=$(sockperf_run 0 "sockperf-$mux-plain" "$port" "$mux") || { echo "-F $mux without the shim: ${plain[$mux]}"; return 1; }
+		port=$((port + 1))
+	done
+	c0=$(zc_snap)
+	w0=$(why_snap)
+	for mux in s p e; do
+		case $mux in s) mname=select ;; p) mname=poll ;; e) mname=epoll ;; esac
+		with=$(sockperf_run 1 "sockperf-$mux-shim" "$port" "$mux") || { echo "-F $mux with the shim: $with"; tail "$TMPD/sockperf-$mux-shim.log" "$TMPD/sockperf-$mux-shim-cli.log" 2>/dev/null; return 1; }
+		port=$((port + 1))
+		read -r pv pa p50 p99 _ <<<"${plain[$mux]}"
+		read -r v a q50 q99 sent rcvd <<<"$with"
+		read -r off_s rx_s off_c rx_c < <(awk '{ for (i = 1; i < NF; i++) if ($i == "offloaded" || $i == "rx_bytes") s[FILENAME, $i] += $(i + 1) }
+			END { f = ARGV[1]; g = ARGV[2]; print s[f, "offloaded"] + 0, s[f, "rx_bytes"] + 0, s[g, "offloaded"] + 0, s[g, "rx_bytes"] + 0 }' \
+			"$TMPD/sockperf-$mux-shim.stats" "$TMPD/sockperf-$mux-shim-cli.stats" 2>/dev/null)
+		zn_diag "sockperf $mname: latency usec avg/p50/p99 without shim $pa/$p50/$p99 ($pv valid), with shim $a/$q50/$q99 ($v valid); offloaded: server ${off_s:-0}, client ${off_c:-0}; read through the shim: server ${rx_s:-0}, client ${rx_c:-0} bytes"
+		[ "${off_s:-0}" -ge 1 ] && [ "${off_c:-0}" -ge 1 ] || { echo "-F $mux: offloaded ${off_s:-0} connection(s) in the server, ${off_c:-0} in the client"; return 1; }
+		# Every message the server handled, and every reply the client
+		# counted, was read through the offloaded connection.
+		[ "$rx_s" -ge $((sent * SOCKPERF_MSG)) ] && [ "$rx_c" -ge $((rcvd * SOCKPERF_MSG)) ] ||
+			{ echo "-F $mux: the server read $rx_s bytes through the shim for $sent messages, the client $rx_c for $rcvd replies"; return 1; }
+		minrx=$((minrx + (sent + rcvd) * SOCKPERF_MSG))
+		logs+=("$TMPD/sockperf-$mux-shim.log" "$TMPD/sockperf-$mux-shim-cli.log")
+	done
+	c1=$(zc_snap)
+	zn_diag "sockperf: normal-path counters: $(why_delta "$w0" "$(why_snap)")"
+	# Both directions: the messages the server handled and the replies the
+	# client received were read, and sent from staging, at least.
+	acc=$(zc_account "$c0" "$c1" "$minrx" "$minrx" "${logs[@]}") || rc=$?
+	zn_diag "sockperf: ${acc//$'\n'/; }"
+	return "$rc"
+}
+shim_case sockperf "sockperf ping-pong (TCP; select, poll, epoll on both ends) over the shim, with vs without" sockperf_case
 
 # The socket semantics of docs/shim.md, case by case (zn_shim_torture.py).
 torture_case() {
