@@ -405,21 +405,6 @@ shim_case nginx "nginx (sendfile, epoll, worker fork) + curl (16 MiB, SHA-256) a
 SOCKPERF_SECS=${ZN_SHIM_SOCKPERF_SECS:-1}
 SOCKPERF_MSG=64
 
-# tcp_has PID PORT STATE: a TCP socket in PID's netns has the local port
-# PORT in STATE (/proc/net/tcp's hex: 01 established, 0A listening). Read
-# in this shell: under TCG every process (ss in the netns) costs 0.1-0.2 s,
-# and the sockperf case polls while each of its six servers starts and
-# while it closes its connection.
-tcp_has() {
-	local want _sl loc _rem st _rest
-	printf -v want '%04X' "$2"
-	[ -r "/proc/$1/net/tcp" ] || return 1
-	while read -r _sl loc _rem st _rest; do
-		[ "${loc##*:}" = "$want" ] && [ "$st" = "$3" ] && return 0
-	done <"/proc/$1/net/tcp"
-	return 1
-}
-
 # sockperf_run SHIM NAME PORT MUX: one sockperf server (side b) and
 # ping-pong client (side a), both with -F MUX (s, p or e); prints "VALID
 # AVG P50 P99 SENT RECEIVED" (valid observations, latencies in usec,
@@ -438,14 +423,7 @@ sockperf_run() {
 	"${ZN_PFX[@]}" timeout -k 5 120 $(pre "$shim" "$name") sockperf server -f "$TMPD/$name.feed" -F "$mux" \
 		>"$TMPD/$name.srv" 2>&1 &
 	spid=$!
-	# The server's netns is side b's once ip netns exec has entered it
-	# (before, the port is not found there either).
-	for ((i = 0; i < 200; i++)); do
-		tcp_has "$spid" "$port" 0A && break
-		kill -0 "$spid" 2>/dev/null || break
-		sleep 0.05
-	done
-	tcp_has "$spid" "$port" 0A || { echo "the sockperf server does not listen on $port:"; kill "$spid"; cat "$TMPD/$name.srv"; return 1; }
+	zn_wait_listen b "$port" "$spid" || { kill "$spid"; cat "$TMPD/$name.srv"; return 1; }
 	# Not --no-rdtsc: sockperf 3.7 then still converts its 400 ms warm-up
 	# window with the TSC's rate (measured against clock_gettime over
 	# 0.1 s at start, which TCG's TSC passes), so it counts no valid
@@ -457,10 +435,10 @@ sockperf_run() {
 	# The server closes the connection at the client's EOF; then it has
 	# handled every message it will, and is told to exit (SIGINT).
 	for ((i = 0; i < 200; i++)); do
-		tcp_has "$spid" "$port" 01 || break
-		sleep 0.05
+		zn_tcp_has "$spid" "$port" 01 || break
+		zn_nap 0.05
 	done
-	! tcp_has "$spid" "$port" 01 || { echo "the server still holds the connection 10 s after the client's exit"; kill "$spid"; return 1; }
+	! zn_tcp_has "$spid" "$port" 01 || { echo "the server still holds the connection 10 s after the client's exit"; kill "$spid"; return 1; }
 	kill -INT "$spid"
 	wait "$spid" || { echo "sockperf server exited with $?:"; tail -20 "$TMPD/$name.srv"; return 1; }
 	awk -v mux="$mux" '
