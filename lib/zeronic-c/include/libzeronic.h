@@ -76,7 +76,7 @@ int zn_cq_fd(const struct zn_cq *cq);
 int zn_cq_arm(const struct zn_cq *cq);
 /* Pops up to max entries; returns how many (0: none). */
 int zn_cq_poll(const struct zn_cq *cq, struct zeronic_cqe *out, int max);
-/* 1: an entry may be there; 0: timeout (timeout_ms < 0: none); -EINTR. */
+/* 1: an entry is there; 0: timeout (timeout_ms < 0: none), never early; -EINTR. */
 int zn_cq_wait(const struct zn_cq *cq, int timeout_ms);
 
 /* Flows. rx_mode ZERONIC_RX_MESSAGE (ring arguments 0) or ZERONIC_RX_STREAM. */

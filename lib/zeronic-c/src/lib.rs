@@ -200,8 +200,8 @@ pub unsafe extern "C" fn zn_cq_poll(cq: *const ZnCq, out: *mut Cqe, max: c_int) 
     n
 }
 
-/// Sleeps until a completion may be there (1), `timeout_ms` passed (0;
-/// negative: no limit) or a signal came (-EINTR).
+/// Sleeps until a completion is there (1), `timeout_ms` passed (0, never
+/// sooner; negative: no limit) or a signal came (-EINTR).
 #[no_mangle]
 pub unsafe extern "C" fn zn_cq_wait(cq: *const ZnCq, timeout_ms: c_int) -> c_int {
     let t = u64::try_from(timeout_ms).ok().map(Duration::from_millis);

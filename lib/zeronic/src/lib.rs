@@ -36,7 +36,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use zeronic_uapi::{self as zu, raw};
 
 pub use zu::{Cqe, FlowQuery, Query, Wr};
@@ -732,22 +732,37 @@ impl Cq {
         };
     }
 
-    /// Sleeps until the CQ may hold an entry or `timeout` passes (`None`:
-    /// no limit). `Ok(true)` if an entry is there, `Ok(false)` on timeout;
+    /// Sleeps until the CQ holds an entry or `timeout` passes (`None`: no
+    /// limit). `Ok(true)` if an entry is there, `Ok(false)` on timeout;
     /// EINTR when a signal interrupted the sleep.
+    ///
+    /// A wake-up that finds the CQ empty (the eventfd signalled for entries
+    /// the caller has already polled) sleeps again for the time left: it is
+    /// not a timeout.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
-        if !self.arm() {
-            return Ok(true);
-        }
-        let to = match timeout {
-            None => PollTimeout::NONE,
-            Some(t) => PollTimeout::try_from(t.as_millis().min(i32::MAX as u128) as i32)
-                .unwrap_or(PollTimeout::MAX),
-        };
+        let deadline = timeout.map(|t| Instant::now() + t);
         let mut fds = [PollFd::new(self.efd.as_fd(), PollFlags::POLLIN)];
-        poll(&mut fds, to).op("poll of the CQ's eventfd")?;
-        self.clear_event();
-        Ok(!self.is_empty())
+        loop {
+            if !self.arm() {
+                return Ok(true);
+            }
+            let to = match deadline {
+                None => PollTimeout::NONE,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now()).as_millis();
+                    PollTimeout::try_from(left.min(i32::MAX as u128) as i32)
+                        .unwrap_or(PollTimeout::MAX)
+                }
+            };
+            let woken = poll(&mut fds, to).op("poll of the CQ's eventfd")?;
+            self.clear_event();
+            if !self.is_empty() {
+                return Ok(true);
+            }
+            if woken == 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(false);
+            }
+        }
     }
 }
 
