@@ -109,6 +109,8 @@ zn_tcp_has() {
 # started with zn_pfx's prefix: ip netns exec execs it), the check reads
 # the server's own view of its namespace without starting a program every
 # 50 ms, and fails at once if the server exited; without, it polls ss.
+# (Until ip netns exec has entered SIDE's namespace, the process sees the
+# initial one, where nothing listens on the tests' ports.)
 zn_wait_listen() {
 	local i
 	if [ -n "${3:-}" ]; then
