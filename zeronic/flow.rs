@@ -630,28 +630,27 @@ impl Flow {
             return;
         };
         let edge = inner.ring_head + size;
-        let cmd = CmdFlow {
-            opcode: CMD_FLOW_UPDATE,
-            flags: FLOWU_RING_HEAD,
-            flow: self.hw_index,
-            stream_off: inner.ring_head,
-            ..Default::default()
-        };
-        if let Err(e) = self.raise_nic_edge(inner, cmd.encode(), edge) {
+        let cmd = self.update_cmd(FLOWU_RING_HEAD, inner.ring_head);
+        if let Err(e) = self.raise_nic_edge(inner, cmd, edge) {
             pr_debug!("flow {}: ring head not posted: {:?}\n", self.id, e);
         }
     }
 
-    /// Posts a `CMD_FLOW_UPDATE` without waiting (any context).
-    pub(crate) fn update_nic(&self, flag: u16, stream_off: u64) {
-        let cmd = CmdFlow {
+    /// This flow's `CMD_FLOW_UPDATE` of `flag` at `stream_off`, encoded.
+    fn update_cmd(&self, flag: u16, stream_off: u64) -> [u8; 64] {
+        CmdFlow {
             opcode: CMD_FLOW_UPDATE,
             flags: flag,
             flow: self.hw_index,
             stream_off,
             ..Default::default()
-        };
-        if let Err(e) = self.control.submit(cmd.encode(), None) {
+        }
+        .encode()
+    }
+
+    /// Posts a `CMD_FLOW_UPDATE` without waiting (any context).
+    pub(crate) fn update_nic(&self, flag: u16, stream_off: u64) {
+        if let Err(e) = self.control.submit(self.update_cmd(flag, stream_off), None) {
             pr_debug!("flow {}: update {} not posted: {:?}\n", self.id, flag, e);
         }
     }
