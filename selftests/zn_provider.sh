@@ -18,7 +18,10 @@
 #  3. the same run with the hooks' invalidation switched off
 #     (ZN_CACHE_NOHOOKS=1) sends stale pages: the server's letters differ
 #     from "AABCDEF" (the check of case 2 can fail);
-#  4. afterwards the NIC holds no region, pin or flow more than before.
+#  4. zn_cq_wait on an empty CQ whose eventfd was signalled first (a
+#     spurious wake-up: the eventfd stays signalled for entries already
+#     polled) sleeps on to its timeout and returns 0, never early;
+#  5. afterwards the NIC holds no region, pin or flow more than before.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -30,7 +33,7 @@ EX=$(dirname "$0")/zn_example
 PERF=$ZN_ROOT/target/release/zn-perf
 
 zn_load
-zn_net_start 4
+zn_net_start 5
 
 [ -x "$EX" ] || ktap_exit_fail_msg "no $EX (make selftests-build after cargo build --release --workspace)"
 
@@ -88,6 +91,13 @@ stale_without_hooks() {
 	echo "without invalidation the server got $got"
 }
 zn_case "without the hooks' invalidation the stale pages go out (the check can fail)" stale_without_hooks
+
+spurious_wakeup() {
+	local out
+	out=$("$EX" wait 400) || { echo "$out"; return 1; }
+	echo "$out"
+}
+zn_case "zn_cq_wait sleeps on after a spurious wake-up of an empty CQ: 0 after 400 ms, not early" spurious_wakeup
 
 zn_case "no region, pin or flow left on the NIC" zn_nic_use_back "$PERF" "$BEFORE" 5
 

@@ -11,6 +11,10 @@
  *                                  through the registration cache; prints
  *                                  "client: bytes N blocks LETTERS hits H misses M
  *                                  invalidations I merged T"
+ *   zn_example wait MS             zn_cq_wait(MS) on an empty CQ whose
+ *                                  eventfd was signalled first (a spurious
+ *                                  wake-up); prints "wait: rc R elapsed E ms"
+ *                                  (the library must sleep on: R 0, E >= MS)
  *
  * Every block is BLOCK bytes of one letter. The client's blocks test that
  * the registration cache is never stale: each later block is sent from the
@@ -35,6 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libzeronic.h>
@@ -277,12 +282,42 @@ static int client(const char *addr, int port)
 	return 0;
 }
 
+/* A spurious wake-up: the CQ's eventfd signalled while the CQ is empty. */
+static int wait_spurious(int ms)
+{
+	struct zn_device *dev;
+	struct zn_cq *cq;
+	struct timespec t0, t1;
+	uint64_t one = 1;
+	long elapsed;
+	int rc;
+
+	rc = zn_open(0, &dev);
+	if (rc)
+		die("zn_open", rc);
+	rc = zn_cq_create(dev, 64, &cq);
+	if (rc)
+		die("zn_cq_create", rc);
+	if (write(zn_cq_fd(cq), &one, sizeof(one)) != sizeof(one))
+		die("write to the CQ's eventfd", errno);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = zn_cq_wait(cq, ms);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	elapsed = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	printf("wait: rc %d elapsed %ld ms\n", rc, elapsed);
+	zn_cq_destroy(cq);
+	zn_close(dev);
+	return rc == 0 && elapsed >= ms ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "server"))
 		return server(atoi(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: zn_example server PORT | client ADDR PORT\n");
+	if (argc == 3 && !strcmp(argv[1], "wait"))
+		return wait_spurious(atoi(argv[2]));
+	fprintf(stderr, "usage: zn_example server PORT | client ADDR PORT | wait MS\n");
 	return 2;
 }

@@ -749,7 +749,12 @@ impl Cq {
             let to = match deadline {
                 None => PollTimeout::NONE,
                 Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now()).as_millis();
+                    // Rounded up: poll() returning 0 then means the deadline
+                    // passed (a truncated 0 ms poll would end the wait early).
+                    let left = d
+                        .saturating_duration_since(Instant::now())
+                        .as_nanos()
+                        .div_ceil(1_000_000);
                     PollTimeout::try_from(left.min(i32::MAX as u128) as i32)
                         .unwrap_or(PollTimeout::MAX)
                 }
