@@ -36,8 +36,9 @@ topo_start() {
 		"$ZN_ROOT/qemu/guest/run-cmd" "$peer" "$kdir" "$load_module" "$ko" \
 		"$TOPO_GUEST_SETUP" "$PWD" bash -c "$PEER_CMD"
 	guest_vng_args "$peer" 1 "$opts_b" "$cmd"
-	# Its own session, so topo_stop can end the whole vng/QEMU tree.
-	setsid vng "${vng_args[@]}" </dev/null >"$peer/output.log" 2>&1 &
+	# Its own session, so topo_stop can end the whole vng/QEMU tree
+	# (idle_prefix: qemu/run --background's low priority, for the session).
+	setsid "${idle_prefix[@]}" vng "${vng_args[@]}" </dev/null >"$peer/output.log" 2>&1 &
 	PEER_PID=$!
 	disown "$PEER_PID"
 	info "peer guest b booting (pid $PEER_PID, output: $peer/output.log)"
