@@ -29,7 +29,7 @@
 # ZN_SHIM_SECS: seconds per iperf3 run (default 3).
 # ZN_SHIM_SOCKPERF_SECS: seconds per sockperf client run (-t, default 1).
 # ZN_SHIM_CASES: run only the cases named (words of: iperf iperfz iperfr
-# redis nginx sockperf torture loopback disabled); the others are reported as
+# redis nginx sockperf torture zcsend loopback disabled); the others are reported as
 # skipped, never passed. For development runs; make check runs them all.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -44,7 +44,7 @@ SECS=${ZN_SHIM_SECS:-3}
 PERF=$ZN_ROOT/target/release/zn-perf
 
 zn_load
-zn_net_start 10
+zn_net_start 11
 
 [ -e "$SHIM" ] || ktap_exit_fail_msg "no $SHIM (cargo build --release --workspace)"
 
@@ -531,6 +531,43 @@ torture_case() {
 }
 shim_case torture "fork, dup/dup2/F_DUPFD, SCM_RIGHTS, O_NONBLOCK/FIONBIO, select/poll/epoll (ET, ONESHOT, nested), half-close, EOF, ECONNRESET, EINTR" torture_case
 
+# Zero-copy sends: the applications above only send on non-blocking
+# sockets, which the shim copies through its staging memory; socat writes
+# its -b bytes with blocking write()s, which at ZN_SHIM_ZC_THRESHOLD or
+# more go zero-copy (registered through the cache, posted, returning once
+# ACKed). 24 MiB of random bytes in 1 MiB writes, both ends under the shim:
+# the received file's SHA-256 is the sent one's, the sender's shim counted
+# zero-copy sends for at least 23 MiB of it (socat reads a file in 1 MiB
+# pieces), and the flows' counters account for every byte (zc_account).
+zcsend_case() {
+	local spid c0 c1 rc=0 zcb acc ZN_PFX
+	head -c $((24 << 20)) /dev/urandom >"$TMPD/zc.in" || return 1
+	c0=$(zc_snap)
+	zn_pfx b
+	"${ZN_PFX[@]}" env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/zcsend-srv.stats" ZN_SHIM_LOG="$TMPD/zcsend-srv.log" \
+		timeout -k 5 120 socat -u -b 1048576 TCP-LISTEN:5451,bind="$ADDR_B" OPEN:"$TMPD/zc.out",creat,trunc \
+		>"$TMPD/zcsend.srv" 2>&1 &
+	spid=$!
+	zn_wait_listen b 5451 "$spid" || { kill "$spid"; return 1; }
+	zn_in a env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/zcsend.stats" ZN_SHIM_LOG="$TMPD/zcsend.log" \
+		timeout -k 5 120 socat -u -b 1048576 OPEN:"$TMPD/zc.in" TCP:"$ADDR_B":5451 >"$TMPD/zcsend.cli" 2>&1 ||
+		{ echo "socat client failed:"; tail -5 "$TMPD/zcsend.cli"; kill "$spid"; return 1; }
+	wait "$spid" || { echo "socat server failed:"; tail -5 "$TMPD/zcsend.srv"; return 1; }
+	c1=$(zc_snap)
+	[ "$(sha256sum <"$TMPD/zc.in")" = "$(sha256sum <"$TMPD/zc.out")" ] ||
+		{ echo "received $(stat -c %s "$TMPD/zc.out") bytes whose SHA-256 differs from the 24 MiB sent"; return 1; }
+	zcb=$(shimstat "$TMPD/zcsend.stats" tx_zc_bytes)
+	zn_diag "zcsend: sender's shim counters: $(tr '\n' ';' <"$TMPD/zcsend.stats")"
+	[ "$(shimstat "$TMPD/zcsend.stats" offloaded)" -ge 1 ] && [ "$(shimstat "$TMPD/zcsend-srv.stats" offloaded)" -ge 1 ] ||
+		{ echo "not offloaded at both ends"; return 1; }
+	[ "$zcb" -ge $((23 << 20)) ] || { echo "only $zcb bytes sent zero-copy"; return 1; }
+	acc=$(zc_account "$c0" "$c1" $((24 << 20)) $((24 << 20)) "$TMPD/zcsend.log" "$TMPD/zcsend-srv.log") || { echo "$acc"; rc=1; }
+	zn_diag "zcsend: ${acc//$'\n'/; }"
+	rm -f "$TMPD/zc.in" "$TMPD/zc.out"
+	return "$rc"
+}
+shim_case zcsend "blocking 1 MiB sends (socat) go zero-copy through the shim, 24 MiB SHA-256 checked" zcsend_case
+
 # Fallbacks: loopback connections pass through, counted.
 loopback_case() {
 	local out
@@ -560,6 +597,6 @@ shim_case disabled "ZN_SHIM=0 disables the offload (counted), the same run offlo
 # Every application exited: their regions, pins and flows are gone (a
 # connection's last close detaches it and deregisters its memory; the
 # kernel lets go once the sockets are closed).
-zn_case "no region, pin or flow left once the applications exited" zn_nic_use_back "$PERF" "$BEFORE" 10
+zn_case "no region, pin or flow left once the applications exited" zn_nic_use_back "$PERF" "$BEFORE" 11
 
 ktap_finished

@@ -20,8 +20,12 @@ pub struct Config {
     pub log: Option<String>,
     /// `ZN_SHIM_STATS=path`: the counters at exit (`-`: stderr).
     pub stats: Option<String>,
-    /// `ZN_SHIM_ZC_THRESHOLD` (bytes, default 65536): blocking sends of at
-    /// least this many bytes go zero-copy from the caller's memory.
+    /// `ZN_SHIM_ZC_THRESHOLD` (bytes, default 256 KiB): blocking sends of
+    /// at least this many bytes go zero-copy from the caller's memory.
+    /// The default is `make bench`'s sweep (docs/shim.md): a zero-copy
+    /// send returns once ACKed, so below about 256 KiB it moved half the
+    /// bytes per second of a copied one for no less CPU; from 256 KiB on
+    /// it cost about 0.7x the CPU per GiB at about the same rate.
     pub zc_threshold: usize,
     /// `ZN_SHIM_RING` (bytes, power of two, default 1 MiB): receive ring.
     pub ring: usize,
@@ -62,7 +66,7 @@ pub fn config() -> &'static Config {
             stats: std::env::var("ZN_SHIM_STATS")
                 .ok()
                 .filter(|v| !v.is_empty()),
-            zc_threshold: env_num("ZN_SHIM_ZC_THRESHOLD", 64 << 10).max(1),
+            zc_threshold: env_num("ZN_SHIM_ZC_THRESHOLD", 256 << 10).max(1),
             ring,
             staging: env_num("ZN_SHIM_STAGING", 1 << 20).max(4096),
             cq_entries: env_num("ZN_SHIM_CQ", 1024) as u32,
