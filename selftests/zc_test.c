@@ -6,7 +6,8 @@
  * RST, a killed process) and what it gives back.
  *
  * Runs in the two-port topology: zc_test.sh exports ZN_NS_A, ZN_NS_B (the
- * network namespaces of the two ports) and ZN_ADDR_B. Connections are made
+ * network namespaces of the two ports), ZN_ADDR_B and ZN_WIRE (the model's
+ * fault control, to freeze the NIC for a moment). Connections are made
  * from a socket created in namespace a to a listener in namespace b, so
  * their route leaves through a ZeroNIC port. Nothing else may attach flows
  * or register memory on NIC 0 while this runs (the counters are NIC-wide).
@@ -494,6 +495,113 @@ TEST_F(zc, cq_full_is_eagain_never_overflow)
 		n++;
 	}
 	EXPECT_EQ(6, n);
+}
+
+/*
+ * One POST per flow of MS_PER_FLOW segments, from more flows than the NIC's
+ * command ring and the driver's backlog (64 + 1024 commands) hold, while the
+ * NIC executes nothing (frozen through the model's fault control): every
+ * segment is accepted, and once the NIC runs again each gets its bytes in
+ * order. The driver keeps what does not fit with the flow and gives it to
+ * the NIC as room frees up (docs/design.md).
+ */
+#define BL_FLOWS 6
+#define BL_SEGS 256
+#define BL_SEG 512
+#define BL_FLOW_BYTES (BL_SEGS * BL_SEG)
+
+static int wire(const char *cmd)
+{
+	char line[512];
+	const char *w = getenv("ZN_WIRE");
+
+	if (!w)
+		return -1;
+	snprintf(line, sizeof(line), "timeout 20 %s fault %s >/dev/null", w, cmd);
+	return system(line);
+}
+
+static unsigned char bl_byte(int flow, size_t off)
+{
+	return (unsigned char)(flow * 37 + off * 13 + (off >> 9));
+}
+
+TEST_F(zc, posts_beyond_the_command_backlog_all_reach_the_nic)
+{
+	int cli[BL_FLOWS], srv[BL_FLOWS], posted[BL_FLOWS], errs[BL_FLOWS];
+	static struct zeronic_wr wrs[BL_FLOWS][BL_SEGS];
+	static unsigned char out[BL_FLOW_BYTES];
+	int got[BL_FLOWS] = { 0 };
+	__u32 cq = 0, flows[BL_FLOWS];
+	void *map = NULL;
+	size_t map_size = 0;
+	struct zeronic_cqe e;
+	int f, i, froze;
+
+	ASSERT_LE(BL_FLOWS * BL_FLOW_BYTES, self->len);
+	ASSERT_NE(NULL, getenv("ZN_WIRE")) TH_LOG("zc_test.sh exports ZN_WIRE");
+	ASSERT_EQ(0, cq_create(self->zfd, 2048, -1, &cq, &map, &map_size));
+	for (f = 0; f < BL_FLOWS; f++) {
+		ASSERT_EQ(0, connect_pair(&cli[f], &srv[f]));
+		ASSERT_EQ(0, attach(self->zfd, srv[f], cq, ZERONIC_RX_MESSAGE, 0, 0, &flows[f]));
+		for (i = 0; i < BL_SEGS; i++) {
+			__u64 off = (__u64)f * BL_FLOW_BYTES + (__u64)i * BL_SEG;
+
+			wrs[f][i] = (struct zeronic_wr){ .wr_id = off + 1, .key = self->key_rw,
+							 .offset = off, .len = BL_SEG,
+							 .opcode = ZERONIC_WR_RECV };
+		}
+	}
+	memset(self->buf, 0, BL_FLOWS * BL_FLOW_BYTES);
+	/* Posted while the NIC is frozen: nothing drains the command ring. */
+	froze = wire("freeze");
+	for (f = 0; f < BL_FLOWS; f++) {
+		struct zeronic_post p = { .flow = flows[f], .count = BL_SEGS,
+					  .wrs = (uintptr_t)wrs[f] };
+
+		errs[f] = ioctl(self->zfd, ZERONIC_IOC_POST, &p) ? errno : 0;
+		posted[f] = p.posted;
+	}
+	ASSERT_EQ(0, wire("thaw"));
+	ASSERT_EQ(0, froze);
+	for (f = 0; f < BL_FLOWS; f++) {
+		EXPECT_EQ(0, errs[f]) TH_LOG("flow %d: %s after %d", f, strerror(errs[f]),
+					     posted[f]);
+		EXPECT_EQ(BL_SEGS, posted[f]);
+	}
+	for (f = 0; f < BL_FLOWS; f++) {
+		for (i = 0; i < BL_FLOW_BYTES; i++)
+			out[i] = bl_byte(f, i);
+		ASSERT_EQ(BL_FLOW_BYTES, write(cli[f], out, BL_FLOW_BYTES));
+	}
+	for (i = 0; i < BL_FLOWS * BL_SEGS; i++) {
+		ASSERT_EQ(0, cq_take(map, &e, 20000)) TH_LOG("%d of %d segments completed", i,
+							    BL_FLOWS * BL_SEGS);
+		ASSERT_EQ(ZERONIC_CQE_RECV, e.opcode);
+		ASSERT_EQ(0, e.status);
+		ASSERT_EQ(BL_SEG, e.len);
+		for (f = 0; f < BL_FLOWS && flows[f] != e.flow; f++)
+			;
+		ASSERT_GT(BL_FLOWS, f);
+		/* In stream order within the flow. */
+		ASSERT_EQ((__u64)got[f] * BL_SEG, e.stream_off);
+		got[f]++;
+	}
+	for (f = 0; f < BL_FLOWS; f++) {
+		struct zeronic_flow_query q = { .flow = flows[f] };
+		size_t bad = 0;
+
+		for (i = 0; i < BL_FLOW_BYTES; i++)
+			bad += self->buf[(size_t)f * BL_FLOW_BYTES + i] != (char)bl_byte(f, i);
+		EXPECT_EQ(0, bad) TH_LOG("flow %d: %zu bytes differ", f, bad);
+		ASSERT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_FLOW_QUERY, &q));
+		EXPECT_EQ(BL_FLOW_BYTES, q.rx_placed_bytes + q.rx_copied_bytes);
+		EXPECT_EQ(0, q.rx_posted);
+		EXPECT_EQ(0, detach(self->zfd, flows[f]));
+		close(cli[f]);
+		close(srv[f]);
+	}
+	munmap(map, map_size);
 }
 
 TEST_F(zc, dereg_of_a_region_in_use_is_ebusy)

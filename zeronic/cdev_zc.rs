@@ -51,11 +51,7 @@ use crate::{
         Seg,
         MAX_SEGS, //
     },
-    hw::cmd::{
-        CmdMsPost,
-        CMD_MS_POST,
-        MS_DIR_RECV, //
-    },
+    flow_cmds::ms_post_cmd,
     mr::{
         Mr,
         MrShared, //
@@ -413,22 +409,15 @@ fn post_one(
 }
 
 /// Posts a receive segment: into the flow's shadow list first (the NIC may
-/// place into it as soon as it has it), then to the NIC.
+/// place into it as soon as it has it), then to the NIC (or, if the command
+/// queue is full, to the flow's deferred commands: `flow_cmds.rs`).
 fn post_recv(flow: &Arc<Flow>, mr: Arc<MrShared>, wr: &uapi::Wr) -> Result {
     let mut inner = flow.inner.lock();
     inner.segs.reserve(1, GFP_ATOMIC)?;
     let start = inner.posted_end;
-    let cmd = CmdMsPost {
-        opcode: CMD_MS_POST,
-        flow: flow.hw_index,
-        dir: MS_DIR_RECV,
-        mr_key: mr.key,
-        mr_offset: wr.offset,
-        len: wr.len,
-        seg_cookie: wr.wr_id,
-        ..Default::default()
-    };
-    flow.raise_nic_edge(&mut inner, cmd.encode(), start + u64::from(wr.len))?;
+    let cmd = ms_post_cmd(flow.hw_index, mr.key, wr.offset, wr.len, wr.wr_id);
+    flow.post_segment(&mut inner, cmd, start, start + u64::from(wr.len))?;
+    // Cannot fail: reserved above.
     let _ = inner
         .segs
         .push(Seg::new(wr.wr_id, mr, wr.offset, wr.len, start), GFP_ATOMIC);

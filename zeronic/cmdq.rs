@@ -14,8 +14,15 @@
 //!
 //! The NIC executes commands in order, one at a time (hardware spec §10), so
 //! a command posted after another sees the other's effect. When the ring is
-//! full, commands wait in a bounded backlog and are posted as completions
-//! free slots.
+//! full, commands wait in a backlog and are posted as completions free
+//! slots. The backlog is bounded for commands nobody waits for (the data
+//! path's): flows can have far more of those outstanding (up to
+//! `MS_PER_FLOW` receive segments each, on up to `FLOW_CAPACITY` flows) than
+//! is worth queueing here, so a full backlog hands such a command back and
+//! registers its submitter ([`CmdRoom`]), which keeps its commands itself and
+//! is called once the backlog has room. Commands a caller waits for
+//! (registration, flow attach and removal) always get into the backlog:
+//! there are at most as many as sleeping callers.
 
 use kernel::{
     device::{
@@ -34,9 +41,14 @@ use kernel::{
         Arc,
         SpinLockIrq, //
     },
+    time::{
+        Instant,
+        Monotonic, //
+    },
 };
 
 use crate::{
+    fifo::Fifo,
     hw::{cmd::CmdCompletion, regs},
     nic_regs::{
         NicRegs,
@@ -52,8 +64,17 @@ use crate::{
 /// Entries of the command and command completion queues.
 pub(crate) const CMDQ_ENTRIES: u32 = 64;
 
-/// Commands that may wait for ring room; beyond this, posting fails.
+/// Commands nobody waits for that may wait for ring room; beyond this they
+/// stay with their submitter ([`CmdQueue::submit_or_wait`]).
 const BACKLOG_MAX: usize = 1024;
+
+/// Submitters waiting for backlog room are called once it is at most this
+/// long, so that each finds room for a batch.
+const BACKLOG_ROOM: usize = BACKLOG_MAX / 2;
+
+/// Submitters the queue can hold waiting for room without allocating (one
+/// per flow, and flows are bounded by the NIC's Flow Table).
+const ROOM_WAITERS: usize = crate::hw::regs::FLOW_CAPACITY as usize;
 
 /// What happens once a command completed. Runs in any context (possibly the
 /// interrupt handler), not under the queue's lock: it must not sleep and may
@@ -61,6 +82,13 @@ const BACKLOG_MAX: usize = 1024;
 pub(crate) trait CmdDone: Send + Sync {
     /// `c` is the command's completion (any status).
     fn done(self: Arc<Self>, c: &CmdCompletion);
+}
+
+/// A submitter whose commands wait, with it, for room in the backlog.
+pub(crate) trait CmdRoom: Send + Sync {
+    /// The backlog has room: submit what waits. Runs in any context, not
+    /// under the queue's lock, like [`CmdDone::done`].
+    fn room(self: Arc<Self>);
 }
 
 /// What a posted command's completion is for.
@@ -77,8 +105,21 @@ enum Slot {
 /// stack until the lock is released).
 const REAP_BATCH: usize = 16;
 
-/// Callbacks of completions reaped in one pass, run after the lock.
-type Done = [Option<(Arc<dyn CmdDone>, CmdCompletion)>; REAP_BATCH];
+/// What one reaping pass found to do once the lock is released: the
+/// callbacks of completed commands, and the submitters that waited for room.
+struct Done {
+    callbacks: [Option<(Arc<dyn CmdDone>, CmdCompletion)>; REAP_BATCH],
+    room: KVec<Arc<dyn CmdRoom>>,
+}
+
+impl Done {
+    fn new() -> Self {
+        Self {
+            callbacks: [const { None }; REAP_BATCH],
+            room: KVec::new(),
+        }
+    }
+}
 
 /// A command waiting for ring room.
 struct Backlogged {
@@ -102,8 +143,20 @@ struct Inner {
     /// One per ring entry, indexed by cookie: the cookie and opcode of the
     /// command using it, and what its completion is for.
     slots: KVec<(u32, u16, Slot)>,
-    /// Commands posted while the ring was full, in order.
-    backlog: KVec<Backlogged>,
+    /// Commands posted while the ring was full, in order: at most
+    /// [`BACKLOG_MAX`] nobody waits for, and the one a caller waits for
+    /// (callers wait one at a time, under the control lock), so pushing
+    /// never fails for lack of room.
+    backlog: Fifo<Backlogged>,
+    /// Submitters waiting for backlog room, each at most once (the submitter
+    /// keeps the flag), oldest first.
+    room_waiters: KVec<Arc<dyn CmdRoom>>,
+    /// An empty list with room for [`ROOM_WAITERS`], swapped in when the
+    /// waiters are taken (none while they are being called).
+    spare_waiters: KVec<Arc<dyn CmdRoom>>,
+    /// Completions consumed since the queue was created (free-running): a
+    /// waiter sees the NIC progress by it.
+    completed: u64,
     /// The last reaping pass stopped at its batch size (more may be there).
     batch_full: bool,
 }
@@ -128,6 +181,9 @@ impl CmdQueue {
         for _ in 0..CMDQ_ENTRIES {
             slots.push((0, 0, Slot::Free), GFP_KERNEL)?;
         }
+        let room_waiters = KVec::with_capacity(ROOM_WAITERS, GFP_KERNEL)?;
+        let spare_waiters = KVec::with_capacity(ROOM_WAITERS, GFP_KERNEL)?;
+        let backlog = Fifo::new(BACKLOG_MAX + 1)?;
         Ok(try_pin_init!(Self {
             regs,
             inner <- new_spinlock_irq!(Inner {
@@ -137,7 +193,10 @@ impl CmdQueue {
                 prod: 0,
                 cons: 0,
                 slots,
-                backlog: KVec::new(),
+                backlog,
+                room_waiters,
+                spare_waiters,
+                completed: 0,
                 batch_full: false,
             }, "zeronic::cmdq"),
         }? Error))
@@ -159,43 +218,110 @@ impl CmdQueue {
 
     /// Stops accepting commands; `wait` and `submit` fail from now on.
     pub(crate) fn close(&self) {
-        self.inner.lock().accepting = false;
+        let waiters = {
+            let mut inner = self.inner.lock();
+            inner.accepting = false;
+            core::mem::take(&mut inner.room_waiters)
+        };
+        // Nothing will be posted for them: their references go (outside
+        // the lock, as a submitter may be dropped with them).
+        drop(waiters);
     }
 
     /// Takes the rings away (teardown: the caller frees or leaks them).
     pub(crate) fn take_rings(&self) -> Option<(Ring<64>, Ring<16>)> {
-        let mut inner = self.inner.lock();
-        inner.accepting = false;
-        inner.rings.take()
+        let (rings, waiters) = {
+            let mut inner = self.inner.lock();
+            inner.accepting = false;
+            (inner.rings.take(), core::mem::take(&mut inner.room_waiters))
+        };
+        drop(waiters);
+        rings
     }
 
     /// Posts `cmd`; its completion goes to `on_done` (if any). Any context.
     ///
-    /// `ENODEV` once the queue is closed, `EBUSY` if the ring and the
-    /// backlog are full, `ENOMEM` if the backlog cannot grow.
-    pub(crate) fn submit(&self, cmd: [u8; 64], on_done: Option<Arc<dyn CmdDone>>) -> Result<u32> {
+    /// `Ok(false)` if the ring and the backlog are full: nothing was posted,
+    /// and `waiter` (unless `*waiting`, which says it is registered already;
+    /// set here when it is) is called once the backlog has room. The
+    /// submitter keeps its command until then and submits it again.
+    /// `ENODEV` once the queue is closed, `ENOMEM` if the waiters cannot
+    /// grow (more of them than flows).
+    pub(crate) fn submit_or_wait(
+        &self,
+        cmd: [u8; 64],
+        on_done: Option<Arc<dyn CmdDone>>,
+        waiter: &Arc<dyn CmdRoom>,
+        waiting: &mut bool,
+    ) -> Result<bool> {
         let mut inner = self.inner.lock();
-        self.post(&mut inner, cmd, Slot::Callback(on_done))
+        if inner.backlog.len() >= BACKLOG_MAX {
+            if !inner.accepting || inner.rings.is_none() {
+                return Err(ENODEV);
+            }
+            Self::want_room_locked(&mut inner, waiter, waiting)?;
+            return Ok(false);
+        }
+        self.post(&mut inner, cmd, Slot::Callback(on_done))?;
+        Ok(true)
     }
 
-    /// Posts `cmd` and waits for its completion, at most `timeout_ms`.
+    /// Registers `waiter` to be called when the backlog has room (unless
+    /// `*waiting`). For a submitter that just posted commands and stops to
+    /// let others have the ring: their completions make sure it is called.
+    pub(crate) fn want_room(&self, waiter: &Arc<dyn CmdRoom>, waiting: &mut bool) -> Result {
+        let mut inner = self.inner.lock();
+        if !inner.accepting {
+            return Err(ENODEV);
+        }
+        Self::want_room_locked(&mut inner, waiter, waiting)
+    }
+
+    fn want_room_locked(
+        inner: &mut Inner,
+        waiter: &Arc<dyn CmdRoom>,
+        waiting: &mut bool,
+    ) -> Result {
+        if !*waiting {
+            inner.room_waiters.push(waiter.clone(), GFP_ATOMIC)?;
+            *waiting = true;
+        }
+        Ok(())
+    }
+
+    /// Posts `cmd` and waits for its completion.
     ///
     /// Process context (sleeps, polling the completion queue itself so that
-    /// it does not depend on the interrupt). `ETIMEDOUT` if the NIC does not
-    /// complete it in time, after which the queue is closed: the caller must
+    /// it does not depend on the interrupt). The command may wait behind a
+    /// long backlog: the wait ends with `ETIMEDOUT` only once the NIC has
+    /// completed no command at all for `timeout_ms` (or `EIO` once it
+    /// reports a fatal error). The queue is then closed: the caller must
     /// treat the NIC as broken and the command as possibly still executing.
+    /// `ENODEV` if the queue is closed, before anything was posted. At most
+    /// one command is waited for at a time (the caller's lock sees to it).
     pub(crate) fn wait(&self, cmd: [u8; 64], timeout_ms: i64) -> Result<CmdCompletion> {
-        let cookie = {
+        let (cookie, mut seen) = {
             let mut inner = self.inner.lock();
-            self.post(&mut inner, cmd, Slot::Waited(None))?
+            let cookie = self.post(&mut inner, cmd, Slot::Waited(None))?;
+            (cookie, inner.completed)
         };
         let mut result = None;
-        let waited = poll_until(&self.regs, timeout_ms, |r| {
+        let mut progress = Instant::<Monotonic>::now();
+        let waited = poll_until(&self.regs, i64::MAX, |r| {
             if r.r32(regs::REG_DEV_STATUS)? & regs::DEV_STATUS_FATAL != 0 {
                 return Err(EIO);
             }
             let mut inner = self.inner.lock();
             let done = Self::reap_locked(&mut inner, r);
+            // A NIC that completes commands is alive, however long the
+            // backlog this one waits behind.
+            let stalled = if inner.completed != seen {
+                seen = inner.completed;
+                progress = Instant::<Monotonic>::now();
+                false
+            } else {
+                progress.elapsed().as_millis() > timeout_ms
+            };
             let mut finished = false;
             // `None` while the command still waits in the backlog.
             if let Some(slot) = inner.slot(cookie) {
@@ -208,7 +334,10 @@ impl CmdQueue {
                 }
             }
             drop(inner);
-            Self::run_callbacks(done);
+            self.run_callbacks(done);
+            if stalled && !finished {
+                return Err(ETIMEDOUT);
+            }
             Ok(finished)
         });
         match (waited, result) {
@@ -238,20 +367,36 @@ impl CmdQueue {
                 let done = Self::reap_locked(&mut inner, &r);
                 (done, inner.batch_full)
             };
-            Self::run_callbacks(done);
+            self.run_callbacks(done);
             if !more {
                 break;
             }
         }
     }
 
-    /// Runs the callbacks of reaped commands, outside the lock.
-    fn run_callbacks(done: Done) {
-        for (cb, c) in done.into_iter().flatten() {
+    /// Runs the callbacks of reaped commands, then calls the submitters
+    /// that waited for room, outside the lock.
+    fn run_callbacks(&self, done: Done) {
+        for (cb, c) in done.callbacks.into_iter().flatten() {
             cb.done(&c);
+        }
+        let mut room = done.room;
+        if room.capacity() == 0 {
+            return;
+        }
+        for w in room.drain_all() {
+            w.room();
+        }
+        let mut inner = self.inner.lock();
+        if inner.spare_waiters.capacity() < room.capacity() {
+            // The old spare (none, or smaller) is freed here, which is
+            // fine under a spinlock.
+            inner.spare_waiters = room;
         }
     }
 
+    /// Posts `cmd` into the ring, or the backlog if the ring is full
+    /// (whatever its length: callers bound what they put there).
     fn post(&self, inner: &mut Inner, cmd: [u8; 64], slot: Slot) -> Result<u32> {
         if !inner.accepting || inner.rings.is_none() {
             return Err(ENODEV);
@@ -262,12 +407,14 @@ impl CmdQueue {
             Self::write(inner, &r, cmd, cookie, slot)?;
             r.doorbell(regs::DB_CMD)?;
         } else {
-            if inner.backlog.len() >= BACKLOG_MAX {
+            // Cannot be full: see `Inner::backlog`.
+            if inner
+                .backlog
+                .push(Backlogged { cmd, cookie, slot })
+                .is_err()
+            {
                 return Err(EBUSY);
             }
-            inner
-                .backlog
-                .push(Backlogged { cmd, cookie, slot }, GFP_ATOMIC)?;
         }
         inner.next_cookie = cookie.wrapping_add(1);
         Ok(cookie)
@@ -278,10 +425,10 @@ impl CmdQueue {
         let mut posted = false;
         while inner
             .backlog
-            .first()
+            .front()
             .is_some_and(|b| inner.can_write(b.cookie))
         {
-            let Ok(b) = inner.backlog.remove(0) else {
+            let Some(b) = inner.backlog.pop() else {
                 break;
             };
             if Self::write(inner, r, b.cmd, b.cookie, b.slot).is_err() {
@@ -316,7 +463,7 @@ impl CmdQueue {
     /// Consumes completions; returns the callbacks to run once the lock is
     /// released.
     fn reap_locked(inner: &mut Inner, r: &Regs<'_>) -> Done {
-        let mut done: Done = [const { None }; REAP_BATCH];
+        let mut done = Done::new();
         let mut n = 0;
         inner.batch_full = false;
         let Some(Ok(prod)) = inner.rings.as_ref().map(|(_, cq)| cq.prod(r)) else {
@@ -343,7 +490,7 @@ impl CmdQueue {
                 {
                     if let Slot::Callback(Some(cb)) = core::mem::replace(slot, Slot::Free) {
                         // At most one per ring entry: `budget` bounds `n`.
-                        if let Some(d) = done.get_mut(n) {
+                        if let Some(d) = done.callbacks.get_mut(n) {
                             *d = Some((cb, c));
                             n += 1;
                         }
@@ -360,6 +507,7 @@ impl CmdQueue {
                 }
             }
             inner.cons = inner.cons.wrapping_add(1);
+            inner.completed = inner.completed.wrapping_add(1);
             budget -= 1;
         }
         // CAST: REAP_BATCH is small.
@@ -372,6 +520,13 @@ impl CmdQueue {
         }
         // Room freed: post what waited for it, in order.
         Self::flush_backlog(inner, r);
+        if !inner.room_waiters.is_empty() && inner.backlog.len() <= BACKLOG_ROOM {
+            // Swapped for the spare list, so that registering again (from
+            // the calls) allocates nothing; the list comes back as the
+            // spare once they were made.
+            let spare = core::mem::take(&mut inner.spare_waiters);
+            done.room = core::mem::replace(&mut inner.room_waiters, spare);
+        }
         done
     }
 }

@@ -53,7 +53,8 @@ use kernel::{
 use crate::{
     cmdq::{
         CmdDone,
-        CmdQueue, //
+        CmdQueue,
+        CmdRoom, //
     },
     flow::Flow,
     hw::{cmd::CmdCompletion, regs, status},
@@ -65,8 +66,10 @@ use crate::{
     ring::Ring,
 };
 
-/// How long a command may take. The largest (registering 1 GiB = 256 Ki
-/// pages) copies a 2 MiB page list; TCG guests on a busy host are slow.
+/// How long the NIC may go without completing any command while one is
+/// waited for (the waited one may sit behind a long backlog of the data
+/// path's). The largest command (registering 1 GiB = 256 Ki pages) copies a
+/// 2 MiB page list; TCG guests on a busy host are slow.
 const CMD_TIMEOUT_MS: i64 = 10_000;
 
 kernel::sync::global_lock! {
@@ -388,9 +391,23 @@ impl Control {
     }
 
     /// Posts `cmd` without waiting; its completion goes to `on_done`. Any
-    /// context. `ENODEV` once the NIC is broken or going away.
-    pub(crate) fn submit(&self, cmd: [u8; 64], on_done: Option<Arc<dyn CmdDone>>) -> Result {
-        self.cmdq.submit(cmd, on_done).map(|_| ())
+    /// context. `Ok(false)` if the backlog is full: nothing was posted and
+    /// `waiter` is called back once there is room ([`CmdQueue::submit_or_wait`]).
+    /// `ENODEV` once the NIC is broken or going away.
+    pub(crate) fn submit_or_wait(
+        &self,
+        cmd: [u8; 64],
+        on_done: Option<Arc<dyn CmdDone>>,
+        waiter: &Arc<dyn CmdRoom>,
+        waiting: &mut bool,
+    ) -> Result<bool> {
+        self.cmdq.submit_or_wait(cmd, on_done, waiter, waiting)
+    }
+
+    /// Has `waiter` called back once the backlog has room
+    /// ([`CmdQueue::want_room`]).
+    pub(crate) fn want_room(&self, waiter: &Arc<dyn CmdRoom>, waiting: &mut bool) -> Result {
+        self.cmdq.want_room(waiter, waiting)
     }
 
     /// Adds this NIC to [`NICS`] at the lowest free index; `/dev/zeronic`
@@ -642,8 +659,9 @@ impl Commands<'_> {
     /// Executes one 64-byte command and returns its completion.
     ///
     /// The cookie is filled in here. A completion whose status is not `ST_OK`
-    /// is returned as is (the caller maps it); `EIO` if the NIC does not
-    /// complete the command in time, after which the NIC is considered
+    /// is returned as is (the caller maps it); `ENOMEM` if the command could
+    /// not be queued; `EIO` if the NIC does not complete the command (it
+    /// completes nothing for `CMD_TIMEOUT_MS`), after which the NIC is considered
     /// broken: it may still execute the command, so memory the command
     /// names must be held (see [`Commands::hold`]).
     pub(crate) fn exec(&mut self, cmd: [u8; 64]) -> Result<CmdCompletion> {
@@ -655,6 +673,8 @@ impl Commands<'_> {
                 }
                 Ok(done)
             }
+            // Nothing was posted: the NIC is as it was.
+            Err(ENOMEM) => Err(ENOMEM),
             Err(e) => {
                 self.inner.state = State::Broken;
                 pr_err!(

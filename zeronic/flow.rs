@@ -75,6 +75,7 @@ use crate::{
         Credit, //
     },
     defer::DropInProcess,
+    flow_cmds::Deferred,
     flow_tx::{
         Pending,
         TxState, //
@@ -82,11 +83,7 @@ use crate::{
     hw::{
         cmd::{
             CmdCompletion,
-            CmdFlow,
-            CMD_FLOW_REMOVE,
-            CMD_FLOW_UPDATE,
-            FLOWU_CURSOR,
-            FLOWU_RING_HEAD, //
+            CMD_FLOW_REMOVE, //
         },
         status,
     },
@@ -140,7 +137,7 @@ impl Seg {
         }
     }
 
-    fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.start + u64::from(self.len)
     }
 }
@@ -199,6 +196,8 @@ pub(crate) struct FlowInner {
     /// executes commands in order, so each such completion of this flow
     /// moves `nic_edge` to the first of them.
     pub(crate) edges: KVec<u64>,
+    /// Commands waiting for room in the command queue (`flow_cmds.rs`).
+    pub(crate) deferred: Deferred,
     /// Send state (`flow_tx.rs`).
     pub(crate) tx: TxState,
 }
@@ -280,6 +279,9 @@ impl Flow {
             RxTarget::Ring { size, .. } => ring_start + size,
         };
         let control = DropInProcess::new(control)?;
+        // Room for an edge per segment the NIC may have, and a few ring head
+        // updates: the data path then never allocates one.
+        let edges = KVec::with_capacity(MAX_SEGS + 8, GFP_KERNEL)?;
         Arc::pin_init(
             try_pin_init!(Self {
                 id,
@@ -314,7 +316,8 @@ impl Flow {
                     event_posted: false,
                     nic_removed: false,
                     nic_edge,
-                    edges: KVec::new(),
+                    edges,
+                    deferred: Deferred::default(),
                     tx,
                 }, "zeronic::flow"),
             }? Error),
@@ -328,23 +331,6 @@ impl Flow {
         let res = self.cq.post(cqe, credit);
         self.cq.notify();
         res
-    }
-
-    /// Submits `cmd`, which gives the NIC receive room up to stream offset
-    /// `edge`; its completion moves the flow's `nic_edge` there and
-    /// refreshes the receive window (`Flow::done`). Any context.
-    pub(crate) fn raise_nic_edge(
-        self: &Arc<Self>,
-        inner: &mut FlowInner,
-        cmd: [u8; 64],
-        edge: u64,
-    ) -> Result {
-        inner.edges.reserve(1, GFP_ATOMIC)?;
-        self.control.submit(cmd, Some(self.clone()))?;
-        // Cannot fail: reserved above. The completion cannot come first:
-        // it takes `inner`, which the caller holds with interrupts off.
-        let _ = inner.edges.push(edge, GFP_ATOMIC);
-        Ok(())
     }
 
     /// Where byte `pos` of the stream lies: the region, the offset in it,
@@ -499,7 +485,7 @@ impl Flow {
         if let Some(to) = copied_to {
             if to > inner.nic_cursor {
                 inner.nic_cursor = to;
-                self.update_nic(FLOWU_CURSOR, to);
+                self.update_cursor(&mut inner);
             }
         }
         let progressed = placed + copied != 0;
@@ -543,10 +529,12 @@ impl Flow {
                     let _ =
                         self.complete(&recv_cqe(self.id, &seg, seg.len, 0, 0), Credit::Reserved);
                 }
+                Self::segs_removed(inner);
                 if eof && !inner.eof {
                     inner.eof = true;
                     // The partly filled segment, and those after it, end here.
                     let segs = core::mem::take(&mut inner.segs);
+                    Self::segs_removed(inner);
                     for seg in segs {
                         // CAST: the filled part of a segment fits its u32 length.
                         let filled = inner
@@ -623,38 +611,6 @@ impl Flow {
         let _ = self.complete(&cqe, Credit::Reserved);
     }
 
-    /// Gives the NIC the ring's new head, `inner.ring_head` (stream mode),
-    /// and with it the room up to that head plus the ring's size.
-    pub(crate) fn update_ring_head(self: &Arc<Self>, inner: &mut FlowInner) {
-        let RxTarget::Ring { size, .. } = &self.target else {
-            return;
-        };
-        let edge = inner.ring_head + size;
-        let cmd = self.update_cmd(FLOWU_RING_HEAD, inner.ring_head);
-        if let Err(e) = self.raise_nic_edge(inner, cmd, edge) {
-            pr_debug!("flow {}: ring head not posted: {:?}\n", self.id, e);
-        }
-    }
-
-    /// This flow's `CMD_FLOW_UPDATE` of `flag` at `stream_off`, encoded.
-    fn update_cmd(&self, flag: u16, stream_off: u64) -> [u8; 64] {
-        CmdFlow {
-            opcode: CMD_FLOW_UPDATE,
-            flags: flag,
-            flow: self.hw_index,
-            stream_off,
-            ..Default::default()
-        }
-        .encode()
-    }
-
-    /// Posts a `CMD_FLOW_UPDATE` without waiting (any context).
-    pub(crate) fn update_nic(&self, flag: u16, stream_off: u64) {
-        if let Err(e) = self.control.submit(self.update_cmd(flag, stream_off), None) {
-            pr_debug!("flow {}: update {} not posted: {:?}\n", self.id, flag, e);
-        }
-    }
-
     /// The connection changed state (the ULP's `sk_state_change`): a reset or
     /// a timeout ends the flow's data path.
     pub(crate) fn state_changed<C: LockContext>(self: &Arc<Self>, sk: &Locked<'_, C>) {
@@ -676,18 +632,10 @@ impl Flow {
         // CAST: errno values are small positive numbers.
         let status = err.unsigned_abs() as u16;
         self.post_event(&mut inner, status, 0);
-        drop(inner);
-        // From softirq: the segments go back once the NIC confirmed.
-        let remove = CmdFlow {
-            opcode: CMD_FLOW_REMOVE,
-            flow: self.hw_index,
-            ..Default::default()
-        };
-        let done: Arc<dyn CmdDone> = self.clone();
-        if self.control.submit(remove.encode(), Some(done)).is_err() {
-            // The NIC is broken or going away: its reset will stop it; the
-            // segments are given back when the flow is detached.
-        }
+        // From softirq: the segments go back once the NIC confirmed. If the
+        // NIC is broken or going away, its reset stops it; the segments are
+        // given back when the flow is detached.
+        self.remove_after_reset(&mut inner);
     }
 
     /// The flow's NIC was unbound (`reset_done`: its reset completed, so it
@@ -711,6 +659,7 @@ impl Flow {
     /// removed), with `status`.
     pub(crate) fn flush_segments(&self, inner: &mut FlowInner, status: u16) {
         let segs = core::mem::take(&mut inner.segs);
+        Self::segs_removed(inner);
         for seg in segs {
             // CAST: as in `complete_rx`.
             let filled = inner
