@@ -7,9 +7,9 @@
 # holds both ends' results, with python3's json module:
 #
 #  - both ends exit 0, every flow moved exactly the bytes asked in each of
-#    its directions, and the SHA-256 of every stream agrees end to end
+#    its directions, and the XXH64 digest of every stream agrees end to end
 #    (--verify): every receiver hashes every byte it got, and the client
-#    compares that with the SHA-256 of the stream the sender generates,
+#    compares that with the XXH64 of the stream the sender generates,
 #    computed once before the cases (zn-perf digest, --digests) rather than
 #    by every sender hashing what it generates, which under TCG cost about
 #    as much as the receiving;
@@ -44,14 +44,14 @@
 # ZN_PERF_LOSS5 override the sizes of the clean, 1% and 5% loss cases.
 #
 # Stream digests: every receiver hashes what it got; what it is compared
-# with, the SHA-256 of each stream a case sends (flow i of a case sends the
+# with, the XXH64 of each stream a case sends (flow i of a case sends the
 # stream of seed 1 + i; the shorter ones are prefixes of the longest), is
 # computed once (zn-perf digest) and given to the clients (--digests), so
 # the senders generate their streams without hashing them. On the host,
 # `zc_perf.sh --digests FILE` writes them (scripts/check does, to
 # out/check/zc_perf.digests: a second natively); in the guest that file is
 # used if it was made for this zn-perf binary and these sizes, else the
-# digests are computed here (about 25 s of TCG).
+# digests are computed here (a few seconds of TCG).
 set -u
 ZN_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PERF=${ZN_PERF_BIN:-$ZN_ROOT/target/release/zn-perf}
@@ -299,10 +299,10 @@ DIG="--digests $TMPD/digests"
 t0=$SECONDS
 if [ -r "$HOST_DIGESTS" ] && [ "$(head -n 1 "$HOST_DIGESTS")" = "$(zp_digest_head)" ]; then
 	cp "$HOST_DIGESTS" "$TMPD/digests" || ktap_exit_fail_msg "cannot copy $HOST_DIGESTS"
-	zn_diag "SHA-256 of the $(($(wc -l <"$TMPD/digests") - 1)) sent streams from the host ($HOST_DIGESTS)"
+	zn_diag "XXH64 of the $(($(wc -l <"$TMPD/digests") - 1)) sent streams from the host ($HOST_DIGESTS)"
 else
 	zp_digests "$TMPD/digests" || ktap_exit_fail_msg "zn-perf digest failed"
-	zn_diag "SHA-256 of the $(($(wc -l <"$TMPD/digests") - 1)) sent streams computed here in $((SECONDS - t0)) s (none from the host for this binary)"
+	zn_diag "XXH64 of the $(($(wc -l <"$TMPD/digests") - 1)) sent streams computed here in $((SECONDS - t0)) s (none from the host for this binary)"
 fi
 
 zp_set_mtu "$MTU" || ktap_exit_fail_msg "cannot set MTU $MTU on $ZN_IF_A/$ZN_IF_B"

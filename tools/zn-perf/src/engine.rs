@@ -12,7 +12,7 @@
 //! **What is touched.** Without `--verify` an offloaded receiver never reads
 //! the payload and an offloaded sender fills its slots once, so the CPU
 //! figure is the data path's own; a plain end's read()/write() copies are
-//! Linux TCP's. With `--verify` the generator and SHA-256 run on every byte
+//! Linux TCP's. With `--verify` the generator and XXH64 run on every byte
 //! (and cost CPU: measure cost without it).
 
 use crate::cpu::Sample;
@@ -20,7 +20,7 @@ use crate::report::{
     Counters, FlowReport, Kind, LatencyReport, Mode, Percentiles, Role, RxKind, SideResult,
     TestSpec, ZcCounters,
 };
-use crate::stream::{Gen, StreamSum};
+use crate::stream::{self, Gen, StreamSum};
 use crate::zn::{self, Buffer, Cq, Cqe, Device, Region, Wr};
 use anyhow::{bail, ensure, Context, Result};
 use nix::errno::Errno;
@@ -261,8 +261,8 @@ impl PlainFlow {
             index: self.index,
             tx_bytes: self.tx.bytes(),
             rx_bytes: self.rx.bytes(),
-            tx_sha256: self.tx.hex(),
-            rx_sha256: self.rx.hex(),
+            tx_digest: self.tx.hex(),
+            rx_digest: self.rx.hex(),
             counters: None,
             copied_completions: 0,
             zerocopy: self.zc.as_ref().map(|z| z.counters.clone()),
@@ -1037,19 +1037,19 @@ impl OffFlow {
 
     /// The flow's report, with its counters read before the detach.
     fn report(&self, counters: Counters) -> FlowReport {
-        let (tx_bytes, tx_sha256) = self
+        let (tx_bytes, tx_digest) = self
             .tx
             .as_ref()
             .map_or((0, None), |t| (t.sum.bytes(), t.sum.hex()));
-        let (rx_bytes, rx_sha256, copied) = self.rx.as_ref().map_or((0, None, 0), |r| {
+        let (rx_bytes, rx_digest, copied) = self.rx.as_ref().map_or((0, None, 0), |r| {
             (r.sink.sum.bytes(), r.sink.sum.hex(), r.copied_cqes)
         });
         FlowReport {
             index: self.index,
             tx_bytes,
-            tx_sha256,
+            tx_digest,
             rx_bytes,
-            rx_sha256,
+            rx_digest,
             counters: Some(counters),
             copied_completions: copied,
             zerocopy: None,
@@ -1135,18 +1135,18 @@ fn errno_name(status: u16) -> String {
 }
 
 /// The sum of flow `index`'s sent stream: its digest given beforehand
-/// (`TestSpec::sent_sha256`, bandwidth with a byte count and --verify), so
+/// (`TestSpec::sent_digests`, bandwidth with a byte count and --verify), so
 /// the sender hashes nothing, or else hashed as it is generated (with
 /// --verify) or only counted.
 fn tx_sum(spec: &TestSpec, index: u32) -> Result<StreamSum> {
-    match (&spec.sent_sha256, spec.bytes) {
+    match (&spec.sent_digests, spec.bytes) {
         (Some(d), Some(n)) if spec.verify && spec.kind == Kind::Bandwidth => {
             let h = d
                 .get(index as usize)
                 .with_context(|| format!("flow {index}: no given digest ({} given)", d.len()))?;
             ensure!(
-                h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()),
-                "flow {index}: given digest {h:?} is no SHA-256"
+                stream::is_digest(h),
+                "flow {index}: given digest {h:?} is no XXH64 (16 hex digits)"
             );
             Ok(StreamSum::given(h.to_ascii_lowercase(), n))
         }
@@ -1755,8 +1755,8 @@ fn run_latency(
             index: 0,
             tx_bytes: tx.bytes(),
             rx_bytes: rx.bytes(),
-            tx_sha256: tx.hex(),
-            rx_sha256: rx.hex(),
+            tx_digest: tx.hex(),
+            rx_digest: rx.hex(),
             counters,
             copied_completions: copied,
             zerocopy: None,
@@ -1786,7 +1786,7 @@ mod tests {
             iters: 50,
             warmup: 5,
             bidir: false,
-            sent_sha256: None,
+            sent_digests: None,
         }
     }
 
@@ -1867,22 +1867,22 @@ mod tests {
         assert_eq!(got.bytes, 3 * 123_457);
         crate::report::digests_match(&sent, &got).unwrap();
         // Each flow has its own stream.
-        assert_ne!(sent.flows[0].tx_sha256, sent.flows[1].tx_sha256);
+        assert_ne!(sent.flows[0].tx_digest, sent.flows[1].tx_digest);
         // The digest is the generator's stream.
         let mut all = vec![0u8; 123_457];
         Gen::new(6).fill(0, &mut all);
         let mut sum = StreamSum::new(true);
         sum.update(&all);
-        assert_eq!(sent.flows[1].tx_sha256, sum.hex());
+        assert_eq!(sent.flows[1].tx_digest, sum.hex());
     }
 
-    /// Senders given their streams' digests (`sent_sha256`) hash nothing
+    /// Senders given their streams' digests (`sent_digests`) hash nothing
     /// and report them; the receiver's own digests agree. A wrong given
     /// digest is a mismatch, not a pass: the receiver still hashes.
     #[test]
     fn given_digests_agree_and_a_wrong_one_is_caught() {
         let mut sp = spec(Kind::Bandwidth, true);
-        sp.sent_sha256 = Some(
+        sp.sent_digests = Some(
             (0..3)
                 .map(|i| crate::stream::digests(5 + i, &[123_457])[0].clone())
                 .collect(),
@@ -1891,21 +1891,21 @@ mod tests {
         let (sent, got) = run(&sp);
         assert_eq!(got.bytes, 3 * 123_457);
         assert_eq!(
-            sent.flows[2].tx_sha256.as_ref(),
-            Some(&sp.sent_sha256.as_ref().unwrap()[2])
+            sent.flows[2].tx_digest.as_ref(),
+            Some(&sp.sent_digests.as_ref().unwrap()[2])
         );
         crate::report::digests_match(&sent, &got).unwrap();
         // Flow 1 given flow 0's digest: the receiver's hash of what flow 1
         // really carried differs.
         let mut wrong = sp.clone();
-        wrong.sent_sha256.as_mut().unwrap()[1] = sp.sent_sha256.as_ref().unwrap()[0].clone();
+        wrong.sent_digests.as_mut().unwrap()[1] = sp.sent_digests.as_ref().unwrap()[0].clone();
         let (sent, got) = run(&wrong);
         assert!(crate::report::digests_match(&sent, &got)
             .unwrap_err()
             .contains("flow 1 ->"));
         // Fewer digests than flows, or no byte count: refused.
         let mut short = sp.clone();
-        short.sent_sha256.as_mut().unwrap().pop();
+        short.sent_digests.as_mut().unwrap().pop();
         assert!(tx_sum(&short, 2).is_err());
         let mut timed = sp.clone();
         timed.bytes = None;
@@ -1977,7 +1977,7 @@ mod tests {
         }
         crate::report::digests_match(&here, &there).unwrap();
         // Both directions of a flow carry the same seeded stream.
-        assert_eq!(here.flows[2].tx_sha256, here.flows[2].rx_sha256);
+        assert_eq!(here.flows[2].tx_digest, here.flows[2].rx_digest);
     }
 
     #[test]
@@ -2008,7 +2008,7 @@ mod tests {
             "{}",
             sent.seconds
         );
-        assert_eq!(sent.flows[0].tx_sha256, None);
+        assert_eq!(sent.flows[0].tx_digest, None);
     }
 
     #[test]

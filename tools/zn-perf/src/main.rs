@@ -77,7 +77,7 @@ enum Cmd {
     /// Print a NIC's counters (ZERONIC_IOC_QUERY): regions, pinned pages,
     /// flows in use; for checks that a run gave everything back.
     Query(QueryArgs),
-    /// Print the SHA-256 of generated streams ("SEED BYTES SHA256" lines),
+    /// Print the XXH64 of generated streams ("SEED BYTES XXH64" lines),
     /// for the client's --digests: senders given them hash nothing.
     Digest(DigestArgs),
 }
@@ -213,10 +213,10 @@ struct ClientArgs {
     /// Bytes each flow sends (suffixes K, M, G).
     #[arg(short = 'n', long, value_parser = parse_size)]
     bytes: Option<u64>,
-    /// SHA-256 of every stream on both ends; the client compares them.
+    /// XXH64 of every stream on both ends; the client compares them.
     #[arg(long)]
     verify: bool,
-    /// With --verify and -n: a file of stream digests ("SEED BYTES SHA256"
+    /// With --verify and -n: a file of stream digests ("SEED BYTES XXH64"
     /// lines, as `zn-perf digest` prints) holding every flow's stream;
     /// the senders of both ends report those digests instead of hashing
     /// what they generate. The receivers still hash every byte.
@@ -301,7 +301,7 @@ fn query(a: &QueryArgs) -> Result<ExitCode> {
 
 fn digest(a: &DigestArgs) -> Result<ExitCode> {
     ensure!(a.parallel >= 1, "-P must be at least 1");
-    // One stream per thread at a time: a stream's SHA-256 is sequential.
+    // One stream per thread at a time: a stream's digest is sequential.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let seeds: Vec<u64> = (0..u64::from(a.parallel))
         .map(|i| a.seed.wrapping_add(i))
@@ -338,7 +338,7 @@ fn read_digests(path: &std::path::Path) -> Result<HashMap<(u64, u64), String>> {
         }
         let w: Vec<&str> = line.split_whitespace().collect();
         let parsed = match w[..] {
-            [seed, bytes, d] if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => seed
+            [seed, bytes, d] if stream::is_digest(d) => seed
                 .parse::<u64>()
                 .ok()
                 .zip(bytes.parse::<u64>().ok())
@@ -347,7 +347,7 @@ fn read_digests(path: &std::path::Path) -> Result<HashMap<(u64, u64), String>> {
         };
         let (k, d) = parsed.with_context(|| {
             format!(
-                "{} line {}: not \"SEED BYTES SHA256\": {line:?}",
+                "{} line {}: not \"SEED BYTES XXH64\": {line:?}",
                 path.display(),
                 i + 1
             )
@@ -393,7 +393,7 @@ fn describe(spec: &TestSpec, end: &EndArgs) -> String {
         spec.flows,
         if spec.reverse { ", reverse" } else { "" },
         if spec.bidir { ", both ways" } else { "" },
-        match (spec.verify, &spec.sent_sha256) {
+        match (spec.verify, &spec.sent_digests) {
             (true, Some(_)) => ", verify (sent digests given)",
             (true, None) => ", verify",
             _ => "",
@@ -455,7 +455,7 @@ fn client(a: &ClientArgs) -> Result<ExitCode> {
         iters: a.iters,
         warmup: a.warmup,
         bidir: a.bidir,
-        sent_sha256: match (&a.digests, a.bytes) {
+        sent_digests: match (&a.digests, a.bytes) {
             (Some(p), Some(n)) if !latency => Some(sent_digests(p, a.seed, a.parallel, n)?),
             (Some(_), _) => bail!("--digests is for bandwidth tests with -n"),
             (None, _) => None,
@@ -888,7 +888,7 @@ mod tests {
             iters: 0,
             warmup: 0,
             bidir: false,
-            sent_sha256: None,
+            sent_digests: None,
         };
         let (local, remote) = client_test(&mut ctrl, addr, &spec, &end.side("client")).unwrap();
         ctrl.send(&Msg::Bye).unwrap();
@@ -899,8 +899,8 @@ mod tests {
         let doc = srv.join().unwrap();
         assert_eq!(doc.results.len(), 1);
         assert_eq!(
-            doc.results[0].local.flows[1].tx_sha256,
-            local.flows[1].rx_sha256
+            doc.results[0].local.flows[1].tx_digest,
+            local.flows[1].rx_digest
         );
     }
 }

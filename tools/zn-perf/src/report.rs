@@ -75,7 +75,7 @@ pub struct TestSpec {
     pub bytes: Option<u64>,
     /// Seconds the senders send (bandwidth), if not a byte count.
     pub duration: Option<f64>,
-    /// SHA-256 of every stream on both ends.
+    /// XXH64 of every stream on both ends.
     pub verify: bool,
     /// Seed of flow i's payload is seed + i.
     pub seed: u64,
@@ -89,12 +89,12 @@ pub struct TestSpec {
     /// send and receive); needs `bytes`.
     #[serde(default)]
     pub bidir: bool,
-    /// With `verify` and `bytes`: flow i's stream digest (SHA-256 of the
+    /// With `verify` and `bytes`: flow i's stream digest (XXH64 of the
     /// `bytes` bytes of seed + i), computed beforehand (`zn-perf digest`,
-    /// the client's `--digests`). Senders report it as their `tx_sha256`
+    /// the client's `--digests`). Senders report it as their `tx_digest`
     /// instead of hashing what they generate; receivers hash as always.
     #[serde(default)]
-    pub sent_sha256: Option<Vec<String>>,
+    pub sent_digests: Option<Vec<String>>,
 }
 
 /// An offloaded flow's counters (`ZERONIC_IOC_FLOW_QUERY`) at the end.
@@ -117,10 +117,10 @@ pub struct FlowReport {
     pub index: u32,
     pub tx_bytes: u64,
     pub rx_bytes: u64,
-    /// SHA-256 of the bytes sent, in order (with --verify).
-    pub tx_sha256: Option<String>,
-    /// SHA-256 of the bytes received, in order (with --verify).
-    pub rx_sha256: Option<String>,
+    /// XXH64 of the bytes sent, in order (with --verify).
+    pub tx_digest: Option<String>,
+    /// XXH64 of the bytes received, in order (with --verify).
+    pub rx_digest: Option<String>,
     /// Offload: the flow's counters.
     pub counters: Option<Counters>,
     /// Offload: receive completions flagged COPIED.
@@ -449,11 +449,11 @@ pub fn flow_lines(side: &str, r: &SideResult) -> String {
             "# {side} flow {}: tx {} B rx {} B",
             f.index, f.tx_bytes, f.rx_bytes
         );
-        if let Some(h) = &f.tx_sha256 {
-            let _ = write!(s, " tx_sha256 {h}");
+        if let Some(h) = &f.tx_digest {
+            let _ = write!(s, " tx_digest {h}");
         }
-        if let Some(h) = &f.rx_sha256 {
-            let _ = write!(s, " rx_sha256 {h}");
+        if let Some(h) = &f.rx_digest {
+            let _ = write!(s, " rx_digest {h}");
         }
         if let Some(c) = &f.counters {
             let _ = write!(
@@ -486,8 +486,8 @@ pub fn digests_match(a: &SideResult, b: &SideResult) -> Result<(), String> {
     }
     for (x, y) in a.flows.iter().zip(&b.flows) {
         for (dir, tx, rx, txb, rxb) in [
-            ("->", &x.tx_sha256, &y.rx_sha256, x.tx_bytes, y.rx_bytes),
-            ("<-", &y.tx_sha256, &x.rx_sha256, y.tx_bytes, x.rx_bytes),
+            ("->", &x.tx_digest, &y.rx_digest, x.tx_bytes, y.rx_bytes),
+            ("<-", &y.tx_digest, &x.rx_digest, y.tx_bytes, x.rx_bytes),
         ] {
             if txb == 0 && rxb == 0 {
                 continue;
@@ -502,7 +502,7 @@ pub fn digests_match(a: &SideResult, b: &SideResult) -> Result<(), String> {
                 (Some(t), Some(r)) if t == r => {}
                 (Some(t), Some(r)) => {
                     return Err(format!(
-                        "flow {} {dir}: sent sha256 {t}, received sha256 {r}",
+                        "flow {} {dir}: sent digest {t}, received digest {r}",
                         x.index
                     ))
                 }
@@ -532,8 +532,8 @@ mod tests {
                 index: 0,
                 tx_bytes: if role == Role::Send { 1 << 26 } else { 0 },
                 rx_bytes: if role == Role::Recv { 1 << 26 } else { 0 },
-                tx_sha256: (role == Role::Send).then(|| "ab".into()),
-                rx_sha256: (role == Role::Recv).then(|| "ab".into()),
+                tx_digest: (role == Role::Send).then(|| "ab".into()),
+                rx_digest: (role == Role::Recv).then(|| "ab".into()),
                 counters: (mode == Mode::Offload).then(|| Counters {
                     state: "eof".into(),
                     rx_placed_bytes: 100,
@@ -610,7 +610,7 @@ mod tests {
                 iters: 0,
                 warmup: 0,
                 bidir: false,
-                sent_sha256: None,
+                sent_digests: None,
             }),
         );
         doc.results.push(SizeResult {
@@ -630,7 +630,7 @@ mod tests {
         assert_eq!(r["remote"]["mode"], "offload");
         assert_eq!(r["remote"]["rx_mode"], "stream");
         assert_eq!(r["remote"]["flows"][0]["counters"]["rx_placed_bytes"], 100);
-        assert_eq!(r["local"]["flows"][0]["tx_sha256"], "ab");
+        assert_eq!(r["local"]["flows"][0]["tx_digest"], "ab");
         assert!(r["local"]["cpu"]["seconds_per_gib"].is_null());
         assert!(r["local"]["cpu"]["util_percent"].is_number());
         // Round trip (the control protocol carries SideResult as JSON).
@@ -643,8 +643,8 @@ mod tests {
         let a = side(Role::Send, Mode::Plain);
         let mut b = side(Role::Recv, Mode::Offload);
         assert_eq!(digests_match(&a, &b), Ok(()));
-        b.flows[0].rx_sha256 = Some("cd".into());
-        assert!(digests_match(&a, &b).unwrap_err().contains("sha256"));
+        b.flows[0].rx_digest = Some("cd".into());
+        assert!(digests_match(&a, &b).unwrap_err().contains("digest"));
         b.flows[0].rx_bytes -= 1;
         assert!(digests_match(&a, &b).unwrap_err().contains("bytes"));
     }
