@@ -45,9 +45,7 @@ impl<T> Fifo<T> {
     fn index(&self, i: usize) -> usize {
         // `checked_rem`: no division-by-zero panic path (a zero capacity
         // stores nothing, so no index is ever used).
-        (self.head + i)
-            .checked_rem(self.entries.len())
-            .unwrap_or(0)
+        (self.head + i).checked_rem(self.entries.len()).unwrap_or(0)
     }
 
     /// Appends `v`; gives it back if the queue is full.

@@ -32,7 +32,9 @@
 //! Locking: [`Flow::inner`] (a spinlock that keeps interrupts off) guards the
 //! receive and send state; it is taken in process context, softirq (TCP's
 //! receive path, NAPI) and wherever skbs are freed (send completions). It
-//! nests inside the socket lock and outside the CQ's lock; nothing sleeps
+//! nests inside the socket lock and outside the CQ's lock and the command
+//! queue's (a flow submits its commands under it; the queue calls flows back,
+//! `CmdDone` and `CmdRoom`, only after dropping its own); nothing sleeps
 //! under it.
 
 use kernel::{
