@@ -175,6 +175,55 @@ shimstat() {
 	awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) s += $(i + 1) } END { print s + 0 }' "$1" 2>/dev/null
 }
 
+# attach_summary LOG...: how long the shim's attaches took (its
+# "attached in" log lines), apart for those whose memory came from the
+# pool ("pool hit") and those that allocated and registered it: count,
+# mean microseconds of the whole attach, of each step (the words after
+# "attached in N us: pool hit|miss"), and of the checks before it.
+attach_summary() {
+	cat "$@" 2>/dev/null | awk '
+		/ attached in / {
+			h = / pool hit / ? "hit" : "miss"
+			n[h]++
+			for (i = 1; i < NF; i++) {
+				if ($i == "checks") ck[h] += $(i + 1)
+				if ($i == "in" && $(i - 1) == "attached") tot[h] += $(i + 1)
+			}
+			split($0, a, " us: "); m = split(a[2], w, " ")
+			for (i = 1; i < m; i += 2) {
+				if (w[i] == "pool") continue
+				v = w[i + 1]; sub(/[^0-9].*/, "", v)
+				if (!((h, w[i]) in s)) o[h, ++k[h]] = w[i]
+				s[h, w[i]] += v
+			}
+		}
+		END {
+			if (!n["hit"] && !n["miss"]) { print "no attach logged"; exit }
+			sep = ""
+			for (j = 1; j <= 2; j++) {
+				h = j == 1 ? "miss" : "hit"
+				if (!n[h]) continue
+				printf "%s%d pool %s%s, mean %.0f us (checks before it %.0f):", sep, n[h], h, (h == "hit" ? "s" : "es"), tot[h] / n[h], ck[h] / n[h]
+				for (i = 1; i <= k[h]; i++) printf " %s %.0f", o[h, i], s[h, o[h, i]] / n[h]
+				sep = "; "
+			}
+			printf "\n"
+		}'
+}
+
+# release_summary LOG...: the shim's releases of connections ("released
+# in" lines): how many had their memory pooled, and the mean microseconds
+# of each kind (detach included).
+release_summary() {
+	cat "$@" 2>/dev/null | awk '
+		/ released in / {
+			h = / then pooled / ? "pooled" : "deregistered"
+			n[h]++
+			for (i = 1; i < NF; i++) if ($i == "in" && $(i - 1) == "released") t[h] += $(i + 1)
+		}
+		END { printf "%d pooled (mean %.0f us), %d deregistered (mean %.0f us)\n", n["pooled"], n["pooled"] ? t["pooled"] / n["pooled"] : 0, n["deregistered"], n["deregistered"] ? t["deregistered"] / n["deregistered"] : 0 }'
+}
+
 # pre SHIM(0|1) NAME: the command prefix of a run with or without the shim.
 pre() {
 	if [ "$1" = 1 ]; then
@@ -306,13 +355,20 @@ redis_run() {
 }
 
 redis_case() {
-	local without with c0 c1 off acc rc=0 w0
+	local without with c0 c1 off acc rc=0 w0 nopool
 	without=$(redis_run 0 redis-plain 6400) || { echo "without the shim: $without"; return 1; }
 	c0=$(zc_snap)
 	w0=$(why_snap)
 	with=$(redis_run 1 redis-shim 6401) || { echo "with the shim: $with"; tail "$TMPD/redis-shim.log" "$TMPD/redis-shim-cli.log" 2>/dev/null; return 1; }
 	c1=$(zc_snap)
 	zn_diag "redis: normal-path counters: $(why_delta "$w0" "$(why_snap)")"
+	if [ "${ZN_SHIM_REDIS_NOPOOL:-0}" = 1 ]; then
+		# For comparing: the same with the pool off (not in make check).
+		nopool=$(ZN_SHIM_POOL=0 redis_run 1 redis-nopool 6402) || { echo "with the shim, no pool: $nopool"; return 1; }
+		zn_diag "redis requests/s SET/GET with shim, ZN_SHIM_POOL=0:$nopool"
+		zn_diag "redis: ZN_SHIM_POOL=0 attach times, server: $(attach_summary "$TMPD/redis-nopool.log"); clients: $(attach_summary "$TMPD/redis-nopool-cli.log")"
+		zn_diag "redis: ZN_SHIM_POOL=0 releases, server: $(release_summary "$TMPD/redis-nopool.log"); clients: $(release_summary "$TMPD/redis-nopool-cli.log")"
+	fi
 	off=$(shimstat "$TMPD/redis-shim.stats" offloaded)
 	# The server read at least the 64 KiB SETs' values and sent the GETs'
 	# (-P 1 and -P 16).
@@ -320,6 +376,8 @@ redis_case() {
 	zn_diag "redis requests/s SET/GET without shim:$without"
 	zn_diag "redis requests/s SET/GET with shim:   $with"
 	zn_diag "redis: ${acc//$'\n'/; }"
+	zn_diag "redis: attach times, server: $(attach_summary "$TMPD/redis-shim.log"); clients: $(attach_summary "$TMPD/redis-shim-cli.log")"
+	zn_diag "redis: releases, server: $(release_summary "$TMPD/redis-shim.log"); clients: $(release_summary "$TMPD/redis-shim-cli.log")"
 	zn_diag "redis: server offloaded $off connections; server counters: $(tr '\n' ';' <"$TMPD/redis-shim.stats")"
 	[ "$off" -ge 8 ] || { echo "server offloaded only $off connections"; return 1; }
 	return "$rc"
@@ -389,6 +447,8 @@ nginx_case() {
 	acc=$(zc_account "$c0" "$c1" $((16 << 20)) $((16 << 20)) "$TMPD/nginx-shim.log" "$TMPD/nginx-shim-cli.log") || rc=$?
 	zn_diag "nginx: without shim ${without} (curl MiB/s, wrk 4 KiB requests/s, CPU s/GiB of the curl); with shim ${with}; offloaded $off"
 	zn_diag "nginx: ${acc//$'\n'/; }"
+	zn_diag "nginx: attach times, server: $(attach_summary "$TMPD/nginx-shim.log"); clients: $(attach_summary "$TMPD/nginx-shim-cli.log")"
+	zn_diag "nginx: releases, server: $(release_summary "$TMPD/nginx-shim.log"); clients: $(release_summary "$TMPD/nginx-shim-cli.log")"
 	zn_diag "nginx: shim counters: $(tr '\n' ';' <"$TMPD/nginx-shim.stats")"
 	[ "$off" -ge 2 ] || { echo "nginx offloaded only $off connections"; return 1; }
 	return "$rc"
@@ -522,12 +582,23 @@ torture_case() {
 		>"$TMPD/torture.srv" 2>&1 &
 	spid=$!
 	zn_wait_listen b 5501 "$spid" || { kill "$spid"; return 1; }
-	zn_in a env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-cli.stats" timeout -k 5 240 python3 "$t" client "$ADDR_B" 5501 \
+	zn_in a env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-cli.stats" ZN_SHIM_LOG="$TMPD/torture-cli.log" timeout -k 5 240 python3 "$t" client "$ADDR_B" 5501 \
 		>"$TMPD/torture.cli" 2>&1 || rc=1
 	wait "$spid" || rc=1
 	sed 's/^/# /' "$TMPD/torture.cli" >&3
 	[ "$rc" = 0 ] || { cat "$TMPD/torture.srv"; return 1; }
 	[ "$(shimstat "$TMPD/torture-srv.stats" offloaded)" -ge 10 ] || { echo "server offloaded $(shimstat "$TMPD/torture-srv.stats" offloaded) connections"; return 1; }
+	# The pool (docs/shim.md): both ends reused released connections'
+	# memory (the pool case alone makes 3 hits each), the client released
+	# 6 at once into a pool of 4, and nothing was refused or stale.
+	local side k
+	for side in srv cli; do
+		zn_diag "torture: $side pool: $(for k in pool_hits pool_misses pool_returned pool_full pool_refused stale_cqes; do printf '%s %s ' $k "$(shimstat "$TMPD/torture-$side.stats" $k)"; done)"
+		[ "$(shimstat "$TMPD/torture-$side.stats" pool_hits)" -ge 3 ] || { echo "$side: fewer than 3 attaches from the pool"; return 1; }
+		[ "$(shimstat "$TMPD/torture-$side.stats" pool_refused)" = 0 ] && [ "$(shimstat "$TMPD/torture-$side.stats" stale_cqes)" = 0 ] ||
+			{ echo "$side: memory refused by the pool, or completions of another flow"; grep 'not pooled' "$TMPD/torture-cli.log"; return 1; }
+	done
+	[ "$(shimstat "$TMPD/torture-cli.stats" pool_full)" -ge 2 ] || { echo "client: 6 connections released at once, but the pool of 4 was full for fewer than 2"; return 1; }
 }
 shim_case torture "fork, dup/dup2/F_DUPFD, SCM_RIGHTS, O_NONBLOCK/FIONBIO, select/poll/epoll (ET, ONESHOT, nested), half-close, EOF, ECONNRESET, EINTR" torture_case
 

@@ -16,6 +16,7 @@
 
 mod conn;
 mod mux;
+mod pool;
 mod state;
 
 use conn::{Conn, Io};
@@ -182,6 +183,7 @@ fn ifindex_of(local: std::net::Ipv4Addr) -> Option<u32> {
 
 /// Tries to offload the connected socket `fd`; counts why not.
 fn offload(fd: c_int) {
+    let t_checks = std::time::Instant::now();
     if state::conn_of(fd).is_some() {
         return; // connect() again after a completed non-blocking connect
     }
@@ -245,10 +247,13 @@ fn offload(fd: c_int) {
     }
     p.next_id = p.next_id.wrapping_add(1).max(1);
     let id = p.next_id;
+    let pool = p.pool.clone();
     // Not across the attach: it calls into libc, whose wrappers take it.
     drop(p);
+    let checks = t_checks.elapsed().as_micros();
     let t0 = std::time::Instant::now();
-    match Conn::attach(&dev, fd, id) {
+    let mut times = conn::AttachTimes::default();
+    match Conn::attach(&dev, pool.as_ref(), fd, id, &mut times) {
         Ok(c) => {
             let c = Arc::new(c);
             let mut p = state::lock();
@@ -259,7 +264,7 @@ fn offload(fd: c_int) {
             Stats::add(&st.offloaded, 1);
             Stats::add(&st.open_conns, 1);
             state::log(&format!(
-                "fd {fd}: offloaded {}:{} -> {}:{} (conn {id}, attached in {} us)",
+                "fd {fd}: offloaded {}:{} -> {}:{} (conn {id}, checks {checks} us, attached in {} us: {times})",
                 ip(&local),
                 u16::from_be(local.sin_port),
                 ip(&peer),
