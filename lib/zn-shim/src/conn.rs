@@ -4,6 +4,7 @@
 //! wrappers share.
 
 use crate::pool::{Pool, Res};
+use crate::sendfile::{Fallback, FileWin};
 use crate::state::{self, Stats};
 use nix::errno::Errno;
 use nix::libc;
@@ -15,6 +16,9 @@ use zn::{Cq, Device, Flow, RxMode};
 /// wr_id bit of a send copied through the staging ring (the rest is the
 /// staging offset its completion frees up to).
 const WR_STAGED: u64 = 1 << 63;
+/// wr_id bit of a zero-copy send of a file window (`sendfile`; the rest is
+/// its sequence number).
+const WR_FILE: u64 = 1 << 62;
 
 #[derive(Debug, Default)]
 pub struct Inner {
@@ -36,6 +40,13 @@ pub struct Inner {
     /// Zero-copy sends completed (wr_id sequence).
     zc_done: u64,
     zc_next: u64,
+    /// File sends (`sendfile`) posted and not completed, in posting order:
+    /// sequence number, the window they read (kept mapped and registered
+    /// until then), bytes.
+    file_sends: std::collections::VecDeque<(u64, Arc<FileWin>, u64)>,
+    /// Their bytes, and the next sequence number.
+    file_inflight: u64,
+    file_next: u64,
     /// `shutdown(SHUT_WR)` done.
     pub shut_wr: bool,
     /// Receive side changed: bytes, EOF, error (edge-triggered EPOLLIN).
@@ -293,6 +304,14 @@ impl Conn {
                     g.tx_posted = g.tx_posted.saturating_sub(1);
                     if e.wr_id & WR_STAGED != 0 {
                         g.tx_head = g.tx_head.max(e.wr_id & !WR_STAGED);
+                    } else if e.wr_id & WR_FILE != 0 {
+                        // In posting order: this one and any before it.
+                        let seq = e.wr_id & !WR_FILE;
+                        while g.file_sends.front().is_some_and(|f| f.0 <= seq) {
+                            if let Some((_, _, n)) = g.file_sends.pop_front() {
+                                g.file_inflight -= n;
+                            }
+                        }
                     } else {
                         g.zc_done += 1;
                     }
@@ -331,7 +350,9 @@ impl Conn {
     pub fn writable(&self, g: &Inner) -> bool {
         g.err != 0
             || g.shut_wr
-            || (g.tx_tail - g.tx_head < self.stage_len as u64 && g.tx_posted < self.cq_budget)
+            || (g.tx_tail - g.tx_head < self.stage_len as u64
+                && g.file_inflight < self.stage_len as u64
+                && g.tx_posted < self.cq_budget)
     }
 
     /// Re-arms the CQ, noting a signal of the kernel since the last arm;
@@ -526,7 +547,11 @@ impl Conn {
         }
         let cfg = state::config();
         if iov.len() == 1 && total >= cfg.zc_threshold && !nonblock() {
-            return self.send_zc(iov[0].0, total);
+            if let Some(io) = self.send_zc(iov[0].0, total) {
+                return io;
+            }
+            // Not registered (the memlock limit, the MR Table share, memory
+            // the NIC cannot pin): copied through staging below.
         }
         let mut done = 0usize;
         loop {
@@ -612,19 +637,121 @@ impl Conn {
         }
     }
 
+    /// `sendfile` of the file bytes `[start, start + len)`, zero-copy from
+    /// the file's windows (`win(pos)`: the registered window holding file
+    /// byte `pos`). Returns once the bytes are posted, not ACKed (the
+    /// windows stay held until the sends complete): as many as fit, and
+    /// on a blocking socket all of them, waiting for completions while
+    /// the bytes in flight reach the staging size (`ZN_SHIM_STAGING`, the
+    /// bound of the copied sends too). `Err(Err(_))`: nothing could be
+    /// posted from the file (take the copy path).
+    #[allow(clippy::type_complexity)]
+    pub fn send_file(
+        &self,
+        start: u64,
+        len: u64,
+        nonblock: &dyn Fn() -> bool,
+        win: &mut dyn FnMut(u64) -> Result<Arc<FileWin>, Fallback>,
+    ) -> Result<usize, Result<Errno, Fallback>> {
+        let mut posted = 0u64;
+        let mut cur: Option<Arc<FileWin>> = None;
+        loop {
+            let pos = start + posted;
+            // The window of `pos`, without the connection's lock (a miss
+            // maps and registers).
+            let w = match cur.take() {
+                Some(w) if w.file_off <= pos && pos < w.file_off + w.len => w,
+                _ => match win(pos) {
+                    Ok(w) => w,
+                    Err(f) if posted == 0 => return Err(Err(f)),
+                    Err(_) => return Ok(posted as usize),
+                },
+            };
+            let mut g = self.lock();
+            self.refresh(&mut g);
+            if g.err != 0 || g.shut_wr {
+                return if posted > 0 {
+                    Ok(posted as usize)
+                } else {
+                    Err(Ok(Errno::EPIPE))
+                };
+            }
+            let room = (self.stage_len as u64).saturating_sub(g.file_inflight);
+            if room > 0 && g.tx_posted < self.cq_budget {
+                let n = (len - posted)
+                    .min(room)
+                    .min(w.file_off + w.len - pos)
+                    .min(u64::from(u32::MAX));
+                let seq = g.file_next;
+                let at = w.lease.offset + (pos - w.file_off);
+                match self
+                    .flow()
+                    .post_send(WR_FILE | seq, w.lease.key, at, n as u32)
+                {
+                    Ok(true) => {
+                        g.file_next += 1;
+                        g.file_inflight += n;
+                        g.tx_posted += 1;
+                        g.file_sends.push_back((seq, w.clone(), n));
+                        posted += n;
+                        if posted == len {
+                            return Ok(posted as usize);
+                        }
+                        cur = Some(w);
+                        continue;
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        if g.err == 0 {
+                            g.err = e.errno as i32;
+                        }
+                        return if posted > 0 {
+                            Ok(posted as usize)
+                        } else {
+                            Err(Ok(Errno::EPIPE))
+                        };
+                    }
+                }
+            }
+            cur = Some(w);
+            if nonblock() {
+                return if posted > 0 {
+                    Ok(posted as usize)
+                } else {
+                    Err(Ok(Errno::EAGAIN))
+                };
+            }
+            self.unmark(&mut g);
+            if let Err(e) = self.sleep(g) {
+                return if posted > 0 {
+                    Ok(posted as usize)
+                } else {
+                    Err(Ok(e))
+                };
+            }
+        }
+    }
+
     /// Zero-copy send of the caller's buffer through the registration
     /// cache; returns once every byte is ACKed (the buffer is the caller's
     /// again), which is why only blocking sockets take this path. A signal
     /// does not interrupt it (the NIC may still read the buffer).
-    fn send_zc(&self, p: *const u8, len: usize) -> Io {
-        let Some(cache) = state::cache() else {
-            return Io::Err(Errno::ENOMEM);
-        };
+    ///
+    /// `None`: the buffer could not be registered (nothing was posted).
+    fn send_zc(&self, p: *const u8, len: usize) -> Option<Io> {
+        let cache = state::cache()?;
         // SAFETY: the caller's buffer, read by the NIC until the sends
         // completed, which we wait for below.
         let lease = match unsafe { cache.get(p, len, zn::ACCESS_READ) } {
             Ok(l) => l,
-            Err(e) => return Io::Err(e.errno),
+            Err(e) => {
+                Stats::add(&state::stats().tx_zc_refused, 1);
+                state::log(&format!(
+                    "conn {}: a {len}-byte send copied, not zero-copy: {e}",
+                    self.id
+                ));
+                return None;
+            }
         };
         const CHUNK: usize = 4 << 20;
         let mut g = self.lock();
@@ -677,16 +804,16 @@ impl Conn {
         cache.put(lease);
         Stats::add(&state::stats().tx_zc_sends, 1);
         if err != 0 && posted == 0 {
-            return Io::Err(Errno::EPIPE);
+            return Some(Io::Err(Errno::EPIPE));
         }
         if let Some(e) = failed {
             if posted == 0 {
-                return Io::Err(e);
+                return Some(Io::Err(e));
             }
         }
         Stats::add(&state::stats().tx_bytes, posted as u64);
         Stats::add(&state::stats().tx_zc_bytes, posted as u64);
-        Io::Done(posted)
+        Some(Io::Done(posted))
     }
 
     /// Waits (bounded) until every posted send completed: before
