@@ -29,7 +29,7 @@
 # ZN_SHIM_SECS: seconds per iperf3 run (default 3).
 # ZN_SHIM_SOCKPERF_SECS: seconds per sockperf client run (-t, default 1).
 # ZN_SHIM_CASES: run only the cases named (words of: iperf iperfz iperfr
-# redis nginx sockperf torture zcsend loopback disabled); the others are reported as
+# redis nginx sockperf torture zcsend sendfile loopback disabled); the others are reported as
 # skipped, never passed. For development runs; make check runs them all.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -44,7 +44,7 @@ SECS=${ZN_SHIM_SECS:-3}
 PERF=$ZN_ROOT/target/release/zn-perf
 
 zn_load
-zn_net_start 11
+zn_net_start 12
 
 [ -e "$SHIM" ] || ktap_exit_fail_msg "no $SHIM (cargo build --release --workspace)"
 
@@ -175,6 +175,55 @@ shimstat() {
 	awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) s += $(i + 1) } END { print s + 0 }' "$1" 2>/dev/null
 }
 
+# attach_summary LOG...: how long the shim's attaches took (its
+# "attached in" log lines), apart for those whose memory came from the
+# pool ("pool hit") and those that allocated and registered it: count,
+# mean microseconds of the whole attach, of each step (the words after
+# "attached in N us: pool hit|miss"), and of the checks before it.
+attach_summary() {
+	cat "$@" 2>/dev/null | awk '
+		/ attached in / {
+			h = / pool hit / ? "hit" : "miss"
+			n[h]++
+			for (i = 1; i < NF; i++) {
+				if ($i == "checks") ck[h] += $(i + 1)
+				if ($i == "in" && $(i - 1) == "attached") tot[h] += $(i + 1)
+			}
+			split($0, a, " us: "); m = split(a[2], w, " ")
+			for (i = 1; i < m; i += 2) {
+				if (w[i] == "pool") continue
+				v = w[i + 1]; sub(/[^0-9].*/, "", v)
+				if (!((h, w[i]) in s)) o[h, ++k[h]] = w[i]
+				s[h, w[i]] += v
+			}
+		}
+		END {
+			if (!n["hit"] && !n["miss"]) { print "no attach logged"; exit }
+			sep = ""
+			for (j = 1; j <= 2; j++) {
+				h = j == 1 ? "miss" : "hit"
+				if (!n[h]) continue
+				printf "%s%d pool %s%s, mean %.0f us (checks before it %.0f):", sep, n[h], h, (h == "hit" ? "s" : "es"), tot[h] / n[h], ck[h] / n[h]
+				for (i = 1; i <= k[h]; i++) printf " %s %.0f", o[h, i], s[h, o[h, i]] / n[h]
+				sep = "; "
+			}
+			printf "\n"
+		}'
+}
+
+# release_summary LOG...: the shim's releases of connections ("released
+# in" lines): how many had their memory pooled, and the mean microseconds
+# of each kind (detach included).
+release_summary() {
+	cat "$@" 2>/dev/null | awk '
+		/ released in / {
+			h = / then pooled / ? "pooled" : "deregistered"
+			n[h]++
+			for (i = 1; i < NF; i++) if ($i == "in" && $(i - 1) == "released") t[h] += $(i + 1)
+		}
+		END { printf "%d pooled (mean %.0f us), %d deregistered (mean %.0f us)\n", n["pooled"], n["pooled"] ? t["pooled"] / n["pooled"] : 0, n["deregistered"], n["deregistered"] ? t["deregistered"] / n["deregistered"] : 0 }'
+}
+
 # pre SHIM(0|1) NAME: the command prefix of a run with or without the shim.
 pre() {
 	if [ "$1" = 1 ]; then
@@ -220,8 +269,9 @@ PY
 
 # iperf_case NAME PORT [options]: with and without the shim.
 iperf_case() {
-	local name=$1 port=$2 with without c0 c1 off acc rc=0 w0
+	local name=$1 port=$2 with without c0 c1 off acc rc=0 w0 opts
 	shift 2
+	opts=" $* "
 	without=$(iperf 0 "$name-plain" "$port" "$@") || { echo "without the shim: $without"; return 1; }
 	c0=$(zc_snap)
 	w0=$(why_snap)
@@ -236,6 +286,13 @@ iperf_case() {
 	zn_diag "$name: ${acc//$'\n'/; }"
 	zn_diag "$name: shim counters: $(tr '\n' ';' <"$TMPD/$name-shim.stats")"
 	[ "$off" -ge 4 ] || { echo "only $off connections offloaded (control and data, both ends)"; return 1; }
+	if [[ $opts == *" -Z "* ]]; then
+		# -Z sends with sendfile: zero-copy from the file's pages (the NIC
+		# reads them, zc_tx_merged_bytes), none through the staging copy.
+		[ "$(shimstat "$TMPD/$name-shim.stats" sendfile_zc_bytes)" -ge "$2" ] &&
+			[ "$(shimstat "$TMPD/$name-shim.stats" sendfile_copied_bytes)" = 0 ] ||
+			{ echo "-Z: $(shimstat "$TMPD/$name-shim.stats" sendfile_zc_bytes) bytes sent zero-copy from the file, $(shimstat "$TMPD/$name-shim.stats" sendfile_copied_bytes) copied, for $2 received"; return 1; }
+	fi
 	return "$rc"
 }
 
@@ -306,13 +363,20 @@ redis_run() {
 }
 
 redis_case() {
-	local without with c0 c1 off acc rc=0 w0
+	local without with c0 c1 off acc rc=0 w0 nopool
 	without=$(redis_run 0 redis-plain 6400) || { echo "without the shim: $without"; return 1; }
 	c0=$(zc_snap)
 	w0=$(why_snap)
 	with=$(redis_run 1 redis-shim 6401) || { echo "with the shim: $with"; tail "$TMPD/redis-shim.log" "$TMPD/redis-shim-cli.log" 2>/dev/null; return 1; }
 	c1=$(zc_snap)
 	zn_diag "redis: normal-path counters: $(why_delta "$w0" "$(why_snap)")"
+	if [ "${ZN_SHIM_REDIS_NOPOOL:-0}" = 1 ]; then
+		# For comparing: the same with the pool off (not in make check).
+		nopool=$(ZN_SHIM_POOL=0 redis_run 1 redis-nopool 6402) || { echo "with the shim, no pool: $nopool"; return 1; }
+		zn_diag "redis requests/s SET/GET with shim, ZN_SHIM_POOL=0:$nopool"
+		zn_diag "redis: ZN_SHIM_POOL=0 attach times, server: $(attach_summary "$TMPD/redis-nopool.log"); clients: $(attach_summary "$TMPD/redis-nopool-cli.log")"
+		zn_diag "redis: ZN_SHIM_POOL=0 releases, server: $(release_summary "$TMPD/redis-nopool.log"); clients: $(release_summary "$TMPD/redis-nopool-cli.log")"
+	fi
 	off=$(shimstat "$TMPD/redis-shim.stats" offloaded)
 	# The server read at least the 64 KiB SETs' values and sent the GETs'
 	# (-P 1 and -P 16).
@@ -320,6 +384,8 @@ redis_case() {
 	zn_diag "redis requests/s SET/GET without shim:$without"
 	zn_diag "redis requests/s SET/GET with shim:   $with"
 	zn_diag "redis: ${acc//$'\n'/; }"
+	zn_diag "redis: attach times, server: $(attach_summary "$TMPD/redis-shim.log"); clients: $(attach_summary "$TMPD/redis-shim-cli.log")"
+	zn_diag "redis: releases, server: $(release_summary "$TMPD/redis-shim.log"); clients: $(release_summary "$TMPD/redis-shim-cli.log")"
 	zn_diag "redis: server offloaded $off connections; server counters: $(tr '\n' ';' <"$TMPD/redis-shim.stats")"
 	[ "$off" -ge 8 ] || { echo "server offloaded only $off connections"; return 1; }
 	return "$rc"
@@ -389,8 +455,13 @@ nginx_case() {
 	acc=$(zc_account "$c0" "$c1" $((16 << 20)) $((16 << 20)) "$TMPD/nginx-shim.log" "$TMPD/nginx-shim-cli.log") || rc=$?
 	zn_diag "nginx: without shim ${without} (curl MiB/s, wrk 4 KiB requests/s, CPU s/GiB of the curl); with shim ${with}; offloaded $off"
 	zn_diag "nginx: ${acc//$'\n'/; }"
+	zn_diag "nginx: attach times, server: $(attach_summary "$TMPD/nginx-shim.log"); clients: $(attach_summary "$TMPD/nginx-shim-cli.log")"
+	zn_diag "nginx: releases, server: $(release_summary "$TMPD/nginx-shim.log"); clients: $(release_summary "$TMPD/nginx-shim-cli.log")"
 	zn_diag "nginx: shim counters: $(tr '\n' ';' <"$TMPD/nginx-shim.stats")"
 	[ "$off" -ge 2 ] || { echo "nginx offloaded only $off connections"; return 1; }
+	# sendfile on: the 16 MiB went zero-copy from the file's pages.
+	[ "$(shimstat "$TMPD/nginx-shim.stats" sendfile_zc_bytes)" -ge $((16 << 20)) ] ||
+		{ echo "nginx sent $(shimstat "$TMPD/nginx-shim.stats" sendfile_zc_bytes) bytes zero-copy with sendfile, not the file's 16 MiB"; grep -m3 sendfile "$TMPD/nginx-shim.log"; return 1; }
 	return "$rc"
 }
 shim_case nginx "nginx (sendfile, epoll, worker fork) + curl (16 MiB, SHA-256) and wrk over the shim, with vs without" nginx_case
@@ -522,12 +593,23 @@ torture_case() {
 		>"$TMPD/torture.srv" 2>&1 &
 	spid=$!
 	zn_wait_listen b 5501 "$spid" || { kill "$spid"; return 1; }
-	zn_in a env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-cli.stats" timeout -k 5 240 python3 "$t" client "$ADDR_B" 5501 \
+	zn_in a env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/torture-cli.stats" ZN_SHIM_LOG="$TMPD/torture-cli.log" timeout -k 5 240 python3 "$t" client "$ADDR_B" 5501 \
 		>"$TMPD/torture.cli" 2>&1 || rc=1
 	wait "$spid" || rc=1
 	sed 's/^/# /' "$TMPD/torture.cli" >&3
 	[ "$rc" = 0 ] || { cat "$TMPD/torture.srv"; return 1; }
 	[ "$(shimstat "$TMPD/torture-srv.stats" offloaded)" -ge 10 ] || { echo "server offloaded $(shimstat "$TMPD/torture-srv.stats" offloaded) connections"; return 1; }
+	# The pool (docs/shim.md): both ends reused released connections'
+	# memory (the pool case alone makes 3 hits each), the client released
+	# 6 at once into a pool of 4, and nothing was refused or stale.
+	local side k
+	for side in srv cli; do
+		zn_diag "torture: $side pool: $(for k in pool_hits pool_misses pool_returned pool_full pool_refused stale_cqes; do printf '%s %s ' $k "$(shimstat "$TMPD/torture-$side.stats" $k)"; done)"
+		[ "$(shimstat "$TMPD/torture-$side.stats" pool_hits)" -ge 3 ] || { echo "$side: fewer than 3 attaches from the pool"; return 1; }
+		[ "$(shimstat "$TMPD/torture-$side.stats" pool_refused)" = 0 ] && [ "$(shimstat "$TMPD/torture-$side.stats" stale_cqes)" = 0 ] ||
+			{ echo "$side: memory refused by the pool, or completions of another flow"; grep 'not pooled' "$TMPD/torture-cli.log"; return 1; }
+	done
+	[ "$(shimstat "$TMPD/torture-cli.stats" pool_full)" -ge 2 ] || { echo "client: 6 connections released at once, but the pool of 4 was full for fewer than 2"; return 1; }
 }
 shim_case torture "fork, dup/dup2/F_DUPFD, SCM_RIGHTS, O_NONBLOCK/FIONBIO, select/poll/epoll (ET, ONESHOT, nested), half-close, EOF, ECONNRESET, EINTR" torture_case
 
@@ -567,6 +649,65 @@ zcsend_case() {
 	return "$rc"
 }
 shim_case zcsend "blocking 1 MiB sends (socat) go zero-copy through the shim, 8 MiB SHA-256 checked" zcsend_case
+
+# sendfile zero-copy (docs/shim.md, "sendfile"): zn_shim_sendfile.py sends
+# a file of 3 MiB + 4321 bytes (random) with libc's sendfile: from an
+# offset pointer at 1000 in odd counts, from the file position at 5 with a
+# count beyond the end and then EOF, beyond the end and a count of 0, and
+# on a non-blocking socket through EAGAIN; each return value, *offset and
+# the file position checked by the script; the server's SHA-256 of what it
+# received is the client's of what it must be. Both ends under the shim:
+# the client's shim sent every byte zero-copy from the file's pages
+# (sendfile_zc_bytes, no fallback, nothing copied), and zc_account. Then
+# the same with registration refused: the client without CAP_IPC_LOCK and
+# a memlock limit of 3 MiB (its ring and staging, 2 MiB, fit; a 2 MiB
+# file window does not): MR_REG fails with ENOMEM, and every byte goes
+# the copy path, counted (sendfile_fallbacks) and still byte-exact.
+sendfile_run() {
+	local name=$1 port=$2 spid rcv snt ZN_PFX t=$ZN_ROOT/selftests/zn_shim_sendfile.py
+	shift 2
+	zn_pfx b
+	"${ZN_PFX[@]}" env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/$name-srv.stats" ZN_SHIM_LOG="$TMPD/$name-srv.log" \
+		timeout -k 5 120 python3 "$t" server "$ADDR_B" "$port" >"$TMPD/$name.srv" 2>&1 &
+	spid=$!
+	zn_wait_listen b "$port" "$spid" || { kill "$spid"; return 1; }
+	zn_in a "$@" env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/$name.stats" ZN_SHIM_LOG="$TMPD/$name.log" \
+		timeout -k 5 120 python3 "$t" client "$ADDR_B" "$port" "$TMPD/sf.in" >"$TMPD/$name.cli" 2>&1 ||
+		{ echo "$name: client failed ($?):"; tail -n 5 "$TMPD/$name.cli" "$TMPD/$name.log"; kill "$spid"; return 1; }
+	wait "$spid" || { echo "$name: server failed:"; tail -5 "$TMPD/$name.srv"; return 1; }
+	rcv=$(awk '/^received/ { print $2, $3 }' "$TMPD/$name.srv")
+	snt=$(awk '/^sent/ { print $2, $3 }' "$TMPD/$name.cli")
+	zn_diag "$name: $(cat "$TMPD/$name.cli"); client's counters: $(for k in offloaded sendfile_bytes sendfile_zc_bytes sendfile_copied_bytes sendfile_fallbacks sendfile_maps sendfile_map_hits tx_staged_sends; do printf '%s %s ' $k "$(shimstat "$TMPD/$name.stats" $k)"; done)"
+	[ -n "$snt" ] && [ "$rcv" = "$snt" ] || { echo "$name: the server received '$rcv' (bytes SHA-256), the client sent '$snt'"; return 1; }
+	[ "$(shimstat "$TMPD/$name.stats" offloaded)" -ge 1 ] && [ "$(shimstat "$TMPD/$name-srv.stats" offloaded)" -ge 1 ] ||
+		{ echo "$name: not offloaded at both ends"; return 1; }
+}
+
+sendfile_case() {
+	local c0 c1 total acc rc=0 k
+	head -c $(((3 << 20) + 4321)) /dev/urandom >"$TMPD/sf.in" || return 1
+	c0=$(zc_snap)
+	sendfile_run sendfile 5461 || return 1
+	c1=$(zc_snap)
+	total=$(awk '/^sent/ { print $2 }' "$TMPD/sendfile.cli")
+	[ "$(shimstat "$TMPD/sendfile.stats" sendfile_zc_bytes)" = "$total" ] &&
+		[ "$(shimstat "$TMPD/sendfile.stats" sendfile_fallbacks)" = 0 ] &&
+		[ "$(shimstat "$TMPD/sendfile.stats" sendfile_copied_bytes)" = 0 ] ||
+		{ echo "not all $total bytes sent zero-copy from the file:"; grep sendfile "$TMPD/sendfile.log" | head -5; return 1; }
+	acc=$(zc_account "$c0" "$c1" "$total" "$total" "$TMPD/sendfile.log" "$TMPD/sendfile-srv.log") || { echo "$acc"; rc=1; }
+	zn_diag "sendfile: ${acc//$'\n'/; }"
+	# Registration refused: the copy path, counted.
+	sendfile_run sendfile-refused 5462 setpriv --bounding-set=-ipc_lock prlimit --memlock=$((3 << 20)) -- || return 1
+	k=$(shimstat "$TMPD/sendfile-refused.stats" sendfile_fallbacks)
+	[ "$k" -ge 1 ] && [ "$(shimstat "$TMPD/sendfile-refused.stats" sendfile_zc_bytes)" = 0 ] &&
+		[ "$(shimstat "$TMPD/sendfile-refused.stats" sendfile_copied_bytes)" = "$total" ] &&
+		grep -q 'copied, not zero-copy: registration' "$TMPD/sendfile-refused.log" ||
+		{ echo "registration refused: expected every byte copied, counted, with the reason logged:"; grep sendfile "$TMPD/sendfile-refused.log" | head -5; return 1; }
+	zn_diag "sendfile-refused: $(grep -m1 'copied, not zero-copy' "$TMPD/sendfile-refused.log")"
+	rm -f "$TMPD/sf.in"
+	return "$rc"
+}
+shim_case sendfile "sendfile zero-copy from the page cache (offsets, *offset, file position, EOF, non-blocking), SHA-256; the copy path when registration is refused" sendfile_case
 
 # Fallbacks: loopback connections pass through, counted.
 loopback_case() {

@@ -25,6 +25,12 @@ import time
 PAYLOAD = bytes(range(256)) * 512  # 128 KiB
 
 
+def pattern(r):
+    """192 KiB no connection but the pool case's round r sends (period 251,
+    so no stretch of it equals PAYLOAD's)."""
+    return (bytes(range(251)) * 800)[r:r + (192 << 10)]
+
+
 def handle(c):
     f = b""
     while not f.endswith(b"\n"):
@@ -63,6 +69,18 @@ def handle(c):
         time.sleep(1.5)
         c.sendall(b"more\n")
         time.sleep(1.5)
+    elif cmd == "flood":
+        # Send until the client goes away (it closes with bytes unread:
+        # a reset).
+        try:
+            while True:
+                c.sendall(PAYLOAD)
+        except OSError:
+            pass
+    elif cmd.startswith("pattern "):
+        c.sendall(pattern(int(cmd.split()[1])))
+    elif cmd == "short":
+        c.sendall(b"short\n")
     elif cmd == "reset":
         c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     elif cmd == "hold":
@@ -257,6 +275,32 @@ def client(addr, port, only=None):
             signal.signal(signal.SIGALRM, old)
         s.close()
 
+    def pool_reuse():
+        # A released connection's ring and staging memory go to the next
+        # connection of the process (both ends: the server's too). The
+        # next connection sees only its own bytes, also right after one
+        # closed with its peer still sending into it (the NIC must have
+        # stopped placing before the memory was handed on).
+        for r in range(3):
+            a = conn(addr, port, "flood")
+            got = recv_all(a, 65536)
+            assert got == PAYLOAD[:65536], "flood: first bytes differ"
+            a.close()
+            b = conn(addr, port, "pattern %d" % r)
+            want = pattern(r)
+            got = recv_all(b, len(want) + 1)
+            assert len(got) == len(want), "round %d: %d bytes, not %d" % (r, len(got), len(want))
+            assert got == want, "round %d: bytes differ from offset %d" % (
+                r, next(i for i in range(len(want)) if got[i] != want[i]))
+            b.close()
+        # More connections released at once than the pool keeps (4 by
+        # default): the rest are deregistered (pool_full).
+        cs = [conn(addr, port, "short") for _ in range(6)]
+        for c in cs:
+            assert recv_all(c, 7) == b"short\n"
+        for c in cs:
+            c.close()
+
     def fork_child_new_conn():
         s = conn(addr, port, "echo")
         pid = os.fork()
@@ -285,6 +329,18 @@ def client(addr, port, only=None):
             os._exit(rc)
         _, st = os.waitpid(pid, 0)
         assert os.WEXITSTATUS(st) == 0, "child status %d" % os.WEXITSTATUS(st)
+        # The child's connection did not take the parent's pooled memory
+        # (the regions are the parent's file's, the pages not even mapped
+        # in the child): its attach says "pool miss", while the parent
+        # had pooled memory before the fork.
+        log = os.environ.get("ZN_SHIM_LOG", "")
+        if log not in ("", "0", "1", "-"):
+            lines = open(log).read().splitlines()
+            mine = [x for x in lines if x.startswith("zn-shim[%d]:" % pid) and " attached in " in x]
+            assert mine, "no attach of the child (pid %d) logged" % pid
+            assert all(" pool miss " in x for x in mine), mine
+            assert any(x.startswith("zn-shim[%d]:" % os.getpid()) and " then pooled " in x for x in lines), \
+                "the parent had no pooled memory before the fork"
         # The parent's connection survived the child's close.
         s.sendall(b"parent")
         assert recv_all(s, 6) == b"parent"
@@ -320,7 +376,8 @@ def client(addr, port, only=None):
         ("epoll: EPOLLET, EPOLLONESHOT, MOD, nested in poll", readiness_epoll),
         ("ECONNRESET from the peer's RST", reset),
         ("a signal interrupts a blocked recv", eintr),
-        ("fork: child cannot use the parent's, has its own; parent unaffected", fork_child_new_conn),
+        ("pool: reused memory carries no old bytes, also after a reset; bound", pool_reuse),
+        ("fork: child cannot use the parent's, has its own (not its pool); parent unaffected", fork_child_new_conn),
         ("SCM_RIGHTS of an offloaded fd (documented EOPNOTSUPP)", scm_rights),
     ]:
         if only is None or only in n:

@@ -333,10 +333,19 @@ impl Flow {
                 self.id
             );
         }
+        // Status EIO: the NIC may still write what the flow could (its ring
+        // or segments); the application must not hand that memory to
+        // anything else (docs/uapi.md).
         let cqe = crate::cq::Cqe {
             stream_off: inner.rx_done,
             flow: self.id,
             opcode: uapi::CQE_FLOW,
+            // CAST: errno values are small positive numbers.
+            status: if confirmed {
+                0
+            } else {
+                EIO.to_errno().unsigned_abs() as u16
+            },
             flags: uapi::CQE_F_DETACHED,
             ..Default::default()
         };

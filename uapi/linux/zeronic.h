@@ -157,7 +157,7 @@ struct zeronic_cqe {
 
 #define ZERONIC_CQE_F_EOF	(1U << 0) /* the peer's FIN: no byte follows stream_off + len */
 #define ZERONIC_CQE_F_COPIED	(1U << 1) /* some bytes were copied by the CPU, not placed by the NIC */
-#define ZERONIC_CQE_F_DETACHED	(1U << 2) /* the flow is detached; last entry of the flow */
+#define ZERONIC_CQE_F_DETACHED	(1U << 2) /* the flow is detached; last receive-side entry of the flow (status EIO: the NIC did not confirm its removal) */
 
 /* ZERONIC_IOC_FLOW_ATTACH: move an established TCP socket onto the NIC. */
 #define ZERONIC_RX_MESSAGE	1 /* receive into posted segments, each completed when full */

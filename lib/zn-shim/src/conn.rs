@@ -3,16 +3,22 @@
 //! through, and the byte-stream state the data calls and the readiness
 //! wrappers share.
 
+use crate::pool::{Pool, Res};
+use crate::sendfile::{Fallback, FileWin};
 use crate::state::{self, Stats};
 use nix::errno::Errno;
 use nix::libc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard};
-use zn::{Buffer, Cq, Device, Flow, Region, RxMode};
+use zn::{Cq, Device, Flow, RxMode};
 
 /// wr_id bit of a send copied through the staging ring (the rest is the
 /// staging offset its completion frees up to).
 const WR_STAGED: u64 = 1 << 63;
+/// wr_id bit of a zero-copy send of a file window (`sendfile`; the rest is
+/// its sequence number).
+const WR_FILE: u64 = 1 << 62;
 
 #[derive(Debug, Default)]
 pub struct Inner {
@@ -34,6 +40,13 @@ pub struct Inner {
     /// Zero-copy sends completed (wr_id sequence).
     zc_done: u64,
     zc_next: u64,
+    /// File sends (`sendfile`) posted and not completed, in posting order:
+    /// sequence number, the window they read (kept mapped and registered
+    /// until then), bytes.
+    file_sends: std::collections::VecDeque<(u64, Arc<FileWin>, u64)>,
+    /// Their bytes, and the next sequence number.
+    file_inflight: u64,
+    file_next: u64,
     /// `shutdown(SHUT_WR)` done.
     pub shut_wr: bool,
     /// Receive side changed: bytes, EOF, error (edge-triggered EPOLLIN).
@@ -46,6 +59,9 @@ pub struct Inner {
     /// We armed the CQ (since then, finding it not armed means the kernel
     /// signalled the eventfd).
     armed: bool,
+    /// The flow's `DETACHED` event was reaped, with this status (0: the
+    /// NIC confirmed the flow is gone).
+    detached: Option<u16>,
     /// The flow's copied bytes when the first wholly placed data
     /// completion was reaped: copies of bytes that came before the NIC
     /// placed any (the flow was not in the NIC yet). `None` until then.
@@ -58,10 +74,15 @@ pub struct Conn {
     inner: Mutex<Inner>,
     cq: Cq,
     flow: Option<Flow>,
-    ring: Buffer,
-    ring_mr: Option<Region>,
-    stage: Buffer,
-    stage_mr: Option<Region>,
+    /// The flow's id (completions of other flows are not ours).
+    flow_id: u32,
+    /// Ring and staging memory (taken at the drop: pooled or released).
+    res: Option<Res>,
+    /// Where `res` goes back to (None: released at the drop).
+    pool: Option<Arc<Pool>>,
+    /// Ring and staging sizes (those of `res`).
+    ring_len: usize,
+    stage_len: usize,
     cq_budget: u32,
     /// Its counters were added to the process's (once: last close or exit).
     accounted: std::sync::atomic::AtomicBool,
@@ -72,41 +93,145 @@ pub struct Conn {
 // flow's and regions' own thread-safe ioctls.
 unsafe impl Sync for Conn {}
 
+/// Microseconds each step of an attach took (`ZN_SHIM_LOG`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AttachTimes {
+    /// Receive ring: mmap, populate, MADV_DONTFORK.
+    pub ring_alloc: u64,
+    /// MR_REG of the ring.
+    pub ring_reg: u64,
+    /// Staging memory: as the ring.
+    pub stage_alloc: u64,
+    /// MR_REG of the staging memory.
+    pub stage_reg: u64,
+    /// eventfd, CQ_CREATE and the CQ's mmap.
+    pub cq: u64,
+    /// FLOW_ATTACH (the NIC's flow install).
+    pub flow_attach: u64,
+    /// The first reap and arm of the CQ.
+    pub refresh: u64,
+    /// Ring and staging memory came from the pool (no alloc, no MR_REG).
+    pub pooled: bool,
+}
+
+impl std::fmt::Display for AttachTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pool {} ring_alloc {} ring_reg {} stage_alloc {} stage_reg {} cq {} flow_attach {} refresh {}",
+            if self.pooled { "hit" } else { "miss" },
+            self.ring_alloc,
+            self.ring_reg,
+            self.stage_alloc,
+            self.stage_reg,
+            self.cq,
+            self.flow_attach,
+            self.refresh
+        )
+    }
+}
+
+/// Times successive steps.
+pub struct Lap(std::time::Instant);
+
+impl Lap {
+    pub fn new() -> Self {
+        Self(std::time::Instant::now())
+    }
+    /// Microseconds since the last call (or since `new`).
+    pub fn next(&mut self) -> u64 {
+        let now = std::time::Instant::now();
+        let us = now.duration_since(self.0).as_micros() as u64;
+        self.0 = now;
+        us
+    }
+}
+
 pub enum Io {
     Done(usize),
     Err(Errno),
 }
 
 impl Conn {
-    /// Attaches `fd` (an established IPv4 TCP socket).
-    pub fn attach(dev: &std::sync::Arc<Device>, fd: i32, id: u32) -> zn::Result<Self> {
+    /// Attaches `fd` (an established IPv4 TCP socket), with ring and
+    /// staging memory from `pool` if it has a set. `t` gets the time each
+    /// step took (for the log).
+    pub fn attach(
+        dev: &Arc<Device>,
+        pool: Option<&Arc<Pool>>,
+        fd: i32,
+        id: u32,
+        t: &mut AttachTimes,
+    ) -> zn::Result<Self> {
         let cfg = state::config();
-        let ring = Buffer::new(cfg.ring)?;
-        let ring_mr = dev.register(&ring, zn::ACCESS_WRITE)?;
-        let stage = Buffer::new(cfg.staging)?;
-        let stage_mr = dev.register(&stage, zn::ACCESS_READ)?;
-        let cq = dev.create_cq(cfg.cq_entries)?;
+        let pooled = match pool {
+            Some(p) => p.take(),
+            None => {
+                Stats::add(&state::stats().pool_misses, 1);
+                None
+            }
+        };
+        let res = match pooled {
+            Some(r) => {
+                t.pooled = true;
+                r
+            }
+            None => Res::new(dev, t)?,
+        };
+        let mut lap = Lap::new();
+        // Memory that never carried a flow goes back to the pool if the
+        // attach fails.
+        let give_back = |res: Res| match pool {
+            Some(p) => {
+                p.put(res);
+            }
+            None => res.release(),
+        };
+        let cq = match dev.create_cq(cfg.cq_entries) {
+            Ok(cq) => cq,
+            Err(e) => {
+                give_back(res);
+                return Err(e);
+            }
+        };
+        t.cq = lap.next();
         // SAFETY: the number is only borrowed for the call.
         let sock = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
         let flow = dev.attach(
             sock,
             &cq,
             RxMode::Stream {
-                key: ring_mr.key(),
+                key: res.ring_mr.key(),
                 offset: 0,
-                size: cfg.ring as u64,
+                size: res.ring.len() as u64,
             },
-        )?;
+        );
+        let flow = match flow {
+            Ok(f) => f,
+            Err(e) => {
+                // Every refusal comes before the kernel made a flow, but
+                // EFAULT and EIO (the arguments not written back after
+                // the flow existed, the NIC not answering): release then.
+                if matches!(e.errno, Errno::EFAULT | Errno::EIO) {
+                    res.release();
+                } else {
+                    give_back(res);
+                }
+                return Err(e);
+            }
+        };
+        t.flow_attach = lap.next();
         let cq_budget = cq.entries().saturating_sub(4);
         let c = Self {
             id,
             inner: Mutex::new(Inner::default()),
             cq,
+            flow_id: flow.id(),
             flow: Some(flow),
-            ring,
-            ring_mr: Some(ring_mr),
-            stage,
-            stage_mr: Some(stage_mr),
+            ring_len: res.ring.len(),
+            stage_len: res.stage.len(),
+            res: Some(res),
+            pool: pool.cloned(),
             cq_budget,
             accounted: std::sync::atomic::AtomicBool::new(false),
         };
@@ -114,7 +239,14 @@ impl Conn {
             let mut g = c.lock();
             c.refresh(&mut g);
         }
+        t.refresh = lap.next();
         Ok(c)
+    }
+
+    fn res(&self) -> &Res {
+        self.res
+            .as_ref()
+            .expect("memory while the connection lives")
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -134,6 +266,12 @@ impl Conn {
     fn process(&self, g: &mut Inner) {
         let mut any = false;
         while let Some(e) = self.cq.pop() {
+            if e.flow != self.flow_id {
+                // Not this connection's: the CQ is its alone, so never
+                // (counted, and not acted on).
+                Stats::add(&state::stats().stale_cqes, 1);
+                continue;
+            }
             if e.opcode == zn::CQE_SEND {
                 g.tx_gen += 1;
             } else {
@@ -152,7 +290,11 @@ impl Conn {
                             if g.setup_copied.is_some() { "seen" } else { "not yet" }
                         ));
                     } else if e.len > 0 && g.setup_copied.is_none() {
-                        g.setup_copied = self.flow().query().ok().map(|q| q.rx_copied_bytes);
+                        g.setup_copied = self
+                            .flow
+                            .as_ref()
+                            .and_then(|f| f.query().ok())
+                            .map(|q| q.rx_copied_bytes);
                     }
                     if e.flags & zn::CQE_F_EOF != 0 {
                         g.eof = true;
@@ -162,11 +304,27 @@ impl Conn {
                     g.tx_posted = g.tx_posted.saturating_sub(1);
                     if e.wr_id & WR_STAGED != 0 {
                         g.tx_head = g.tx_head.max(e.wr_id & !WR_STAGED);
+                    } else if e.wr_id & WR_FILE != 0 {
+                        // In posting order: this one and any before it.
+                        let seq = e.wr_id & !WR_FILE;
+                        while g.file_sends.front().is_some_and(|f| f.0 <= seq) {
+                            if let Some((_, _, n)) = g.file_sends.pop_front() {
+                                g.file_inflight -= n;
+                            }
+                        }
                     } else {
                         g.zc_done += 1;
                     }
                     if e.status != 0 && g.err == 0 {
                         g.err = i32::from(e.status);
+                    }
+                }
+                zn::CQE_FLOW if e.flags & zn::CQE_F_DETACHED != 0 => {
+                    // The flow's last event: its status says whether the
+                    // NIC confirmed the flow is gone (EIO: it did not).
+                    g.detached = Some(e.status);
+                    if g.err == 0 && !g.eof {
+                        g.err = libc::ECONNRESET;
                     }
                 }
                 zn::CQE_FLOW => {
@@ -175,9 +333,6 @@ impl Conn {
                     }
                     if e.flags & zn::CQE_F_EOF != 0 {
                         g.eof = true;
-                    }
-                    if e.flags & zn::CQE_F_DETACHED != 0 && g.err == 0 && !g.eof {
-                        g.err = libc::ECONNRESET;
                     }
                 }
                 _ => {}
@@ -195,7 +350,9 @@ impl Conn {
     pub fn writable(&self, g: &Inner) -> bool {
         g.err != 0
             || g.shut_wr
-            || (g.tx_tail - g.tx_head < self.stage.len() as u64 && g.tx_posted < self.cq_budget)
+            || (g.tx_tail - g.tx_head < self.stage_len as u64
+                && g.file_inflight < self.stage_len as u64
+                && g.tx_posted < self.cq_budget)
     }
 
     /// Re-arms the CQ, noting a signal of the kernel since the last arm;
@@ -314,7 +471,7 @@ impl Conn {
                     // Give the space back once an eighth of the ring is
                     // read (not on every read: a system call each; the
                     // NIC has the other seven eighths meanwhile).
-                    if g.rx_read - g.rx_consumed >= (self.ring.len() / 8) as u64
+                    if g.rx_read - g.rx_consumed >= (self.ring_len / 8) as u64
                         && self.flow().consume(g.rx_read).is_ok()
                     {
                         g.rx_consumed = g.rx_read;
@@ -347,7 +504,7 @@ impl Conn {
     }
 
     fn copy_out(&self, from: u64, n: usize, iov: &[(*mut u8, usize)], skip: usize) {
-        let rs = self.ring.len();
+        let rs = self.ring_len;
         let mut done = 0usize;
         let mut skip = skip;
         for &(p, l) in iov {
@@ -365,7 +522,9 @@ impl Conn {
                 // below `rx_end` are not written by the NIC until they are
                 // consumed; the destination is the caller's buffer of `l`
                 // bytes.
-                unsafe { std::ptr::copy_nonoverlapping(self.ring.as_ptr().add(off), p.add(k), c) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(self.res().ring.as_ptr().add(off), p.add(k), c)
+                };
                 k += c;
                 done += c;
             }
@@ -388,7 +547,11 @@ impl Conn {
         }
         let cfg = state::config();
         if iov.len() == 1 && total >= cfg.zc_threshold && !nonblock() {
-            return self.send_zc(iov[0].0, total);
+            if let Some(io) = self.send_zc(iov[0].0, total) {
+                return io;
+            }
+            // Not registered (the memlock limit, the MR Table share, memory
+            // the NIC cannot pin): copied through staging below.
         }
         let mut done = 0usize;
         loop {
@@ -401,14 +564,14 @@ impl Conn {
                     Io::Err(Errno::EPIPE)
                 };
             }
-            let ss = self.stage.len() as u64;
+            let ss = self.stage_len as u64;
             let free = ss - (g.tx_tail - g.tx_head);
             if free > 0 && g.tx_posted < self.cq_budget {
                 let off = g.tx_tail % ss;
                 let n = (total - done).min(free as usize).min((ss - off) as usize);
                 self.copy_in(off as usize, n, iov, done);
                 let end = g.tx_tail + n as u64;
-                let key = self.stage_mr.as_ref().map_or(0, |r| r.key());
+                let key = self.res().stage_mr.key();
                 match self.flow().post_send(WR_STAGED | end, key, off, n as u32) {
                     Ok(true) => {
                         g.tx_tail = end;
@@ -460,7 +623,11 @@ impl Conn {
             // SAFETY: the staging range `[off, off + n)` is ours (not
             // posted: beyond `tx_tail`); the source is the caller's buffer.
             unsafe {
-                std::ptr::copy_nonoverlapping(p.add(skip), self.stage.as_ptr().add(off + done), c)
+                std::ptr::copy_nonoverlapping(
+                    p.add(skip),
+                    self.res().stage.as_ptr().add(off + done),
+                    c,
+                )
             };
             skip = 0;
             done += c;
@@ -470,19 +637,121 @@ impl Conn {
         }
     }
 
+    /// `sendfile` of the file bytes `[start, start + len)`, zero-copy from
+    /// the file's windows (`win(pos)`: the registered window holding file
+    /// byte `pos`). Returns once the bytes are posted, not ACKed (the
+    /// windows stay held until the sends complete): as many as fit, and
+    /// on a blocking socket all of them, waiting for completions while
+    /// the bytes in flight reach the staging size (`ZN_SHIM_STAGING`, the
+    /// bound of the copied sends too). `Err(Err(_))`: nothing could be
+    /// posted from the file (take the copy path).
+    #[allow(clippy::type_complexity)]
+    pub fn send_file(
+        &self,
+        start: u64,
+        len: u64,
+        nonblock: &dyn Fn() -> bool,
+        win: &mut dyn FnMut(u64) -> Result<Arc<FileWin>, Fallback>,
+    ) -> Result<usize, Result<Errno, Fallback>> {
+        let mut posted = 0u64;
+        let mut cur: Option<Arc<FileWin>> = None;
+        loop {
+            let pos = start + posted;
+            // The window of `pos`, without the connection's lock (a miss
+            // maps and registers).
+            let w = match cur.take() {
+                Some(w) if w.file_off <= pos && pos < w.file_off + w.len => w,
+                _ => match win(pos) {
+                    Ok(w) => w,
+                    Err(f) if posted == 0 => return Err(Err(f)),
+                    Err(_) => return Ok(posted as usize),
+                },
+            };
+            let mut g = self.lock();
+            self.refresh(&mut g);
+            if g.err != 0 || g.shut_wr {
+                return if posted > 0 {
+                    Ok(posted as usize)
+                } else {
+                    Err(Ok(Errno::EPIPE))
+                };
+            }
+            let room = (self.stage_len as u64).saturating_sub(g.file_inflight);
+            if room > 0 && g.tx_posted < self.cq_budget {
+                let n = (len - posted)
+                    .min(room)
+                    .min(w.file_off + w.len - pos)
+                    .min(u64::from(u32::MAX));
+                let seq = g.file_next;
+                let at = w.lease.offset + (pos - w.file_off);
+                match self
+                    .flow()
+                    .post_send(WR_FILE | seq, w.lease.key, at, n as u32)
+                {
+                    Ok(true) => {
+                        g.file_next += 1;
+                        g.file_inflight += n;
+                        g.tx_posted += 1;
+                        g.file_sends.push_back((seq, w.clone(), n));
+                        posted += n;
+                        if posted == len {
+                            return Ok(posted as usize);
+                        }
+                        cur = Some(w);
+                        continue;
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        if g.err == 0 {
+                            g.err = e.errno as i32;
+                        }
+                        return if posted > 0 {
+                            Ok(posted as usize)
+                        } else {
+                            Err(Ok(Errno::EPIPE))
+                        };
+                    }
+                }
+            }
+            cur = Some(w);
+            if nonblock() {
+                return if posted > 0 {
+                    Ok(posted as usize)
+                } else {
+                    Err(Ok(Errno::EAGAIN))
+                };
+            }
+            self.unmark(&mut g);
+            if let Err(e) = self.sleep(g) {
+                return if posted > 0 {
+                    Ok(posted as usize)
+                } else {
+                    Err(Ok(e))
+                };
+            }
+        }
+    }
+
     /// Zero-copy send of the caller's buffer through the registration
     /// cache; returns once every byte is ACKed (the buffer is the caller's
     /// again), which is why only blocking sockets take this path. A signal
     /// does not interrupt it (the NIC may still read the buffer).
-    fn send_zc(&self, p: *const u8, len: usize) -> Io {
-        let Some(cache) = state::cache() else {
-            return Io::Err(Errno::ENOMEM);
-        };
+    ///
+    /// `None`: the buffer could not be registered (nothing was posted).
+    fn send_zc(&self, p: *const u8, len: usize) -> Option<Io> {
+        let cache = state::cache()?;
         // SAFETY: the caller's buffer, read by the NIC until the sends
         // completed, which we wait for below.
         let lease = match unsafe { cache.get(p, len, zn::ACCESS_READ) } {
             Ok(l) => l,
-            Err(e) => return Io::Err(e.errno),
+            Err(e) => {
+                Stats::add(&state::stats().tx_zc_refused, 1);
+                state::log(&format!(
+                    "conn {}: a {len}-byte send copied, not zero-copy: {e}",
+                    self.id
+                ));
+                return None;
+            }
         };
         const CHUNK: usize = 4 << 20;
         let mut g = self.lock();
@@ -535,16 +804,16 @@ impl Conn {
         cache.put(lease);
         Stats::add(&state::stats().tx_zc_sends, 1);
         if err != 0 && posted == 0 {
-            return Io::Err(Errno::EPIPE);
+            return Some(Io::Err(Errno::EPIPE));
         }
         if let Some(e) = failed {
             if posted == 0 {
-                return Io::Err(e);
+                return Some(Io::Err(e));
             }
         }
         Stats::add(&state::stats().tx_bytes, posted as u64);
         Stats::add(&state::stats().tx_zc_bytes, posted as u64);
-        Io::Done(posted)
+        Some(Io::Done(posted))
     }
 
     /// Waits (bounded) until every posted send completed: before
@@ -566,7 +835,7 @@ impl Conn {
 
     /// Counters of the flow (for the log).
     pub fn query(&self) -> Option<zn::FlowQuery> {
-        self.flow().query().ok()
+        self.flow.as_ref()?.query().ok()
     }
 
     /// Adds the flow's receive counters to the process's and logs them,
@@ -606,24 +875,81 @@ impl Conn {
     }
 }
 
-impl Drop for Conn {
-    fn drop(&mut self) {
-        // Order: the flow first (the NIC stops placing), then the regions,
-        // then the CQ (fields drop in declaration order after this).
-        if let Some(f) = self.flow.take() {
-            let _ = f.detach();
-        }
-        // Sends still in TCP keep their regions busy: released with the
-        // file then (MR_DEREG EBUSY), see docs/uapi.md.
-        for r in [self.ring_mr.take(), self.stage_mr.take()]
-            .into_iter()
-            .flatten()
-        {
-            if let Err((Some(r), _)) = r.deregister() {
-                r.forget();
+impl Conn {
+    /// After the detach: reaps the CQ until the flow's `DETACHED` event and
+    /// every send's completion came (bounded), and says whether the ring
+    /// and staging memory may go to another connection (`Err`: why not).
+    fn settle(&self) -> Result<(), &'static str> {
+        const WAIT_MS: u64 = 1000;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(WAIT_MS);
+        let mut g = self.lock();
+        loop {
+            self.process(&mut g);
+            match g.detached {
+                Some(0) if g.tx_posted == 0 => return Ok(()),
+                Some(0) => {}
+                Some(_) => return Err("the NIC did not confirm the flow's removal"),
+                None => {}
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(if g.detached.is_none() {
+                    "no DETACHED event"
+                } else {
+                    "sends still posted"
+                });
+            }
+            // Arm, re-check, sleep on the eventfd (woken by the entry).
+            if self.rearm(&mut g) {
+                let _ = self.sleep(g);
+                g = self.lock();
             }
         }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
         Stats::sub(&state::stats().open_conns, 1);
-        let _ = Ordering::Relaxed;
+        // Order: the flow first (the NIC stops placing), then the memory
+        // (pooled or deregistered), then the CQ (a field, dropped after
+        // this).
+        let mut lap = Lap::new();
+        let detach = self.flow.take().map(|f| f.detach());
+        let t_detach = lap.next();
+        let Some(res) = self.res.take() else { return };
+        let how = match &self.pool {
+            None => {
+                res.release();
+                "deregistered"
+            }
+            Some(pool) => {
+                let settled = match detach {
+                    Some(Err(_)) => Err("FLOW_DETACH failed"),
+                    _ => self.settle(),
+                };
+                match settled {
+                    Ok(()) => {
+                        if pool.put(res) {
+                            "pooled"
+                        } else {
+                            "deregistered (pool full)"
+                        }
+                    }
+                    Err(why) => {
+                        Stats::add(&state::stats().pool_refused, 1);
+                        state::log(&format!("conn {}: memory not pooled: {why}", self.id));
+                        res.release();
+                        "deregistered"
+                    }
+                }
+            }
+        };
+        let t_rest = lap.next();
+        state::log(&format!(
+            "conn {}: released in {} us: detach {t_detach} then {how} in {t_rest} ({} sets pooled)",
+            self.id,
+            t_detach + t_rest,
+            self.pool.as_ref().map_or(0, |p| p.len())
+        ));
     }
 }

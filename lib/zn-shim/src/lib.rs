@@ -16,6 +16,8 @@
 
 mod conn;
 mod mux;
+mod pool;
+mod sendfile;
 mod state;
 
 use conn::{Conn, Io};
@@ -67,7 +69,7 @@ fn ret(io: Io, sigpipe: bool) -> ssize_t {
     }
 }
 
-fn nonblocking(fd: c_int, flags: c_int) -> bool {
+pub(crate) fn nonblocking(fd: c_int, flags: c_int) -> bool {
     if flags & libc::MSG_DONTWAIT != 0 {
         return true;
     }
@@ -182,6 +184,7 @@ fn ifindex_of(local: std::net::Ipv4Addr) -> Option<u32> {
 
 /// Tries to offload the connected socket `fd`; counts why not.
 fn offload(fd: c_int) {
+    let t_checks = std::time::Instant::now();
     if state::conn_of(fd).is_some() {
         return; // connect() again after a completed non-blocking connect
     }
@@ -245,10 +248,13 @@ fn offload(fd: c_int) {
     }
     p.next_id = p.next_id.wrapping_add(1).max(1);
     let id = p.next_id;
+    let pool = p.pool.clone();
     // Not across the attach: it calls into libc, whose wrappers take it.
     drop(p);
+    let checks = t_checks.elapsed().as_micros();
     let t0 = std::time::Instant::now();
-    match Conn::attach(&dev, fd, id) {
+    let mut times = conn::AttachTimes::default();
+    match Conn::attach(&dev, pool.as_ref(), fd, id, &mut times) {
         Ok(c) => {
             let c = Arc::new(c);
             let mut p = state::lock();
@@ -259,7 +265,7 @@ fn offload(fd: c_int) {
             Stats::add(&st.offloaded, 1);
             Stats::add(&st.open_conns, 1);
             state::log(&format!(
-                "fd {fd}: offloaded {}:{} -> {}:{} (conn {id}, attached in {} us)",
+                "fd {fd}: offloaded {}:{} -> {}:{} (conn {id}, checks {checks} us, attached in {} us: {times})",
                 ip(&local),
                 u16::from_be(local.sin_port),
                 ip(&peer),
@@ -589,66 +595,15 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, m: *const msghdr, f: c_int) -> ssize
     unsafe { do_send(fd, &iov, f, &c) }
 }
 
-/// `sendfile` to an offloaded socket: the file's bytes are read into a
-/// buffer and sent like `send()` (large blocking sends zero-copy from it).
-unsafe fn do_sendfile(o: c_int, i: c_int, off: *mut libc::off_t, n: size_t, c: &Conn) -> ssize_t {
-    const CHUNK: usize = 1 << 20;
-    let mut buf = vec![0u8; n.min(CHUNK)];
-    let nb = || nonblocking(o, 0);
-    let mut done = 0usize;
-    while done < n {
-        let want = (n - done).min(buf.len());
-        let r = if off.is_null() {
-            // SAFETY: reading into our buffer.
-            unsafe { libc::read(i, buf.as_mut_ptr().cast(), want) }
-        } else {
-            // SAFETY: reading into our buffer at the caller's offset.
-            unsafe { libc::pread(i, buf.as_mut_ptr().cast(), want, *off) }
-        };
-        if r < 0 {
-            return if done > 0 { done as ssize_t } else { -1 };
-        }
-        if r == 0 {
-            break;
-        }
-        let r = r as usize;
-        let sent = match c.send(&[(buf.as_ptr(), r)], &nb) {
-            Io::Done(k) => k,
-            Io::Err(e) => {
-                if off.is_null() {
-                    // SAFETY: giving back what we read.
-                    unsafe { libc::lseek(i, -(r as libc::off_t), libc::SEEK_CUR) };
-                }
-                if done > 0 {
-                    return done as ssize_t;
-                }
-                return ret(Io::Err(e), true);
-            }
-        };
-        if off.is_null() {
-            if sent < r {
-                // SAFETY: giving back the unsent part.
-                unsafe { libc::lseek(i, -((r - sent) as libc::off_t), libc::SEEK_CUR) };
-            }
-        } else {
-            // SAFETY: the caller's offset word.
-            unsafe { *off += sent as libc::off_t };
-        }
-        done += sent;
-        Stats::add(&state::stats().sendfile_bytes, sent as u64);
-        if sent < r {
-            break;
-        }
-    }
-    done as ssize_t
-}
-
 #[no_mangle]
 pub unsafe extern "C" fn sendfile(o: c_int, i: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t {
     // SAFETY: passed on.
     let c = offloaded_or!(o, unsafe { real_sendfile(o, i, off, n) });
     // SAFETY: the caller's arguments.
-    unsafe { do_sendfile(o, i, off, n, &c) }
+    match unsafe { sendfile::sendfile(o, i, off, n, &c, &|| nonblocking(o, 0)) } {
+        Ok(k) => k as ssize_t,
+        Err(e) => ret(Io::Err(e), true),
+    }
 }
 
 #[no_mangle]

@@ -35,6 +35,14 @@ pub struct Config {
     pub cq_entries: u32,
     /// `ZN_SHIM_NIC` (default 0).
     pub nic: u32,
+    /// `ZN_SHIM_SENDFILE_CACHE` (bytes, default 16 MiB): file windows
+    /// `sendfile` keeps mapped and registered for the next call
+    /// (`sendfile.rs`).
+    pub sendfile_cache: usize,
+    /// `ZN_SHIM_POOL` (connections, default 4; 0: no pool): how many
+    /// released connections' ring and staging memory the process keeps
+    /// registered for its next attaches (`pool.rs`).
+    pub pool: usize,
 }
 
 fn env_num(name: &str, default: usize) -> usize {
@@ -71,6 +79,8 @@ pub fn config() -> &'static Config {
             staging: env_num("ZN_SHIM_STAGING", 1 << 20).max(4096),
             cq_entries: env_num("ZN_SHIM_CQ", 1024) as u32,
             nic: env_num("ZN_SHIM_NIC", 0) as u32,
+            pool: env_num("ZN_SHIM_POOL", 4),
+            sendfile_cache: env_num("ZN_SHIM_SENDFILE_CACHE", 16 << 20),
         }
     })
 }
@@ -114,7 +124,18 @@ counters! {
     tx_staged_sends = "tx_staged_sends",
     tx_zc_sends = "tx_zc_sends",
     tx_zc_bytes = "tx_zc_bytes",
+    /// Sends that would have gone zero-copy but whose buffer could not be
+    /// registered (memlock limit, MR Table share): copied instead.
+    tx_zc_refused = "tx_zc_refused",
+    /// Bytes sent by `sendfile`: all, zero-copy from the file's pages, and
+    /// copied through a buffer; calls that took the copy path; file
+    /// windows mapped and registered, and reused.
     sendfile_bytes = "sendfile_bytes",
+    sendfile_zc_bytes = "sendfile_zc_bytes",
+    sendfile_copied_bytes = "sendfile_copied_bytes",
+    sendfile_fallbacks = "sendfile_fallbacks",
+    sendfile_maps = "sendfile_maps",
+    sendfile_map_hits = "sendfile_map_hits",
     rx_copied_completions = "rx_copied_completions",
     /// The flows' own counters (FLOW_QUERY), added when a connection
     /// closes (or at exit): bytes delivered in order, placed by the NIC,
@@ -126,6 +147,18 @@ counters! {
     rx_copied_bytes = "rx_copied_bytes",
     rx_setup_copied_bytes = "rx_setup_copied_bytes",
     tx_merged_bytes = "tx_merged_bytes",
+    /// Attaches that took ring and staging memory from the pool, and
+    /// those that allocated and registered it.
+    pool_hits = "pool_hits",
+    pool_misses = "pool_misses",
+    /// Released connections whose memory went back to the pool; was
+    /// released because the pool was full (or `ZN_SHIM_POOL=0`); was not
+    /// safe to reuse (no confirmed `DETACHED`, sends still posted).
+    pool_returned = "pool_returned",
+    pool_full = "pool_full",
+    pool_refused = "pool_refused",
+    /// Completions of another flow on a connection's CQ (never expected).
+    stale_cqes = "stale_cqes",
 }
 
 impl Stats {
@@ -162,6 +195,10 @@ pub struct Proc {
     pub dev: Option<Arc<Device>>,
     pub dev_failed: bool,
     pub cache: Option<Arc<RegCache>>,
+    /// File windows of `sendfile` (`sendfile.rs`).
+    pub files: Option<Arc<crate::sendfile::FileCache>>,
+    /// Ring and staging memory of released connections (`pool.rs`).
+    pub pool: Option<Arc<crate::pool::Pool>>,
     /// fd -> connection (dup'd fds share it).
     pub fds: HashMap<i32, Arc<Conn>>,
     /// Connections by id (epoll tags).
@@ -245,6 +282,9 @@ pub fn device(p: &mut Proc) -> Option<Arc<Device>> {
         match Device::open(config().nic) {
             Ok(d) => {
                 p.cache = Some(Arc::new(RegCache::new(d.clone(), 256)));
+                p.files = Some(Arc::default());
+                let n = config().pool;
+                p.pool = (n > 0).then(|| Arc::new(crate::pool::Pool::new(n)));
                 p.dev = Some(d);
             }
             Err(e) => {
@@ -258,6 +298,10 @@ pub fn device(p: &mut Proc) -> Option<Arc<Device>> {
 
 pub fn cache() -> Option<Arc<RegCache>> {
     lock().cache.clone()
+}
+
+pub fn files() -> Option<Arc<crate::sendfile::FileCache>> {
+    lock().files.clone()
 }
 
 pub fn conn_of(fd: i32) -> Option<Arc<Conn>> {
