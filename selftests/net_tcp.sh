@@ -4,7 +4,8 @@
 # ZeroNIC's two ports, each in its own netns; or any pair given by the ZN_*
 # variables, see qemu/guest/net-setup): byte-exact transfers of 1 B, 1 MiB
 # and 32 MiB in both directions, the NIC's TSO of plain TCP (on, and off
-# with ethtool -K), then iperf3 with one and with four streams.
+# with ethtool -K), TX doorbell batching over xmit_more, then iperf3 with
+# one and with four streams.
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/net_lib.sh"
@@ -45,7 +46,24 @@ tso_off() {
 	[ "$rc" = 0 ] && [ "$t1" = "$t0" ]
 }
 
-zn_net_start 11
+# tx_batching PORT: with tso off the stack hands the driver each GSO skb
+# as a list of MSS segments (xmit_more set on all but the last), and BQL
+# lets the qdisc dequeue in bulk: the driver rings one TX doorbell per
+# batch, not per descriptor (patches 0033, 0034; module parameter
+# tx_batch, default 1). Byte-exact, and at most half as many doorbells as
+# descriptors.
+tx_batching() {
+	local d0 b0 d1 b1 rc=0
+	zn_in a ethtool -K "$ZN_IF_A" tso off || return 1
+	d0=$(ethstat a prof_tx_descs) b0=$(ethstat a prof_db_tx)
+	zn_xfer a 4194304 "$1" || rc=1
+	d1=$(ethstat a prof_tx_descs) b1=$(ethstat a prof_db_tx)
+	zn_in a ethtool -K "$ZN_IF_A" tso on || rc=1
+	zn_diag "side a with tso off: +$((d1 - d0)) TX descriptors, +$((b1 - b0)) TX doorbells"
+	[ "$rc" = 0 ] && [ $((d1 - d0)) -gt 0 ] && [ $((2 * (b1 - b0))) -le $((d1 - d0)) ]
+}
+
+zn_net_start 12
 
 # Without IP connectivity every case would wait out its timeouts: fail them
 # at once instead.
@@ -75,6 +93,7 @@ tso_case() { # tso_case DESC CMD...
 }
 tso_case "TCP a->b, 32 MiB: NIC-segmented TSO sends (tx0_tso)" tso_sends $((port += 1))
 tso_case "TCP a->b with tso off: byte-exact, no TSO send" tso_off $((port += 1))
+tso_case "TCP a->b with tso off: byte-exact, at most one TX doorbell per two descriptors (xmit_more)" tx_batching $((port += 1))
 tcp_case "iperf3 a->b, 1 stream, nonzero throughput" iperf a 1 $((port += 1))
 tcp_case "iperf3 a->b, 4 parallel streams, nonzero throughput" iperf a 4 $((port += 1))
 

@@ -197,6 +197,9 @@ impl Port {
         };
         self.set_link(dev, link);
         self.snapshot().mtu.store(mtu, Relaxed);
+        // A fresh ring has nothing in flight: BQL forgets what an earlier
+        // one had (patch 0034; it takes the stack's TX queue lock).
+        let _ = dev.tx_reset_queue(0);
         dev.start_queue();
         Ok(())
     }
@@ -246,6 +249,9 @@ impl Port {
         self.napi.disable();
         let tx = q.tx.lock().take();
         let rx = q.rx.lock().take();
+        // Descriptors of the ring are never completed now: BQL's bytes in
+        // flight go with it (and so does a stop of the queue by BQL).
+        let _ = dev.tx_reset_queue(0);
         if let (Some(tx), Some(rx)) = (tx, rx) {
             self.quiesce(tx, rx);
         }

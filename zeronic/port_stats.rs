@@ -69,7 +69,7 @@ const ZC: [&CStr; 5] = [
 ];
 
 /// `(ethtool name, counter)` of the driver's per-queue counters shown.
-const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 28] = [
+const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 30] = [
     (c"rx0_packets", |s| &s.rx_packets),
     (c"rx0_bytes", |s| &s.rx_bytes),
     (c"rx0_alloc_fail", |s| &s.rx_dropped),
@@ -89,6 +89,8 @@ const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 28] = [
     // rung, interrupts taken, NAPI polls and the work they did; the `_ns`
     // sums and their `_n` counts only with the module parameter profile=1.
     (c"prof_db_tx", |s| &s.prof.db_tx),
+    (c"prof_tx_descs", |s| &s.prof.tx_descs),
+    (c"prof_db_tx_deferred", |s| &s.prof.db_tx_deferred),
     (c"prof_db_rx", |s| &s.prof.db_rx),
     (c"prof_db_rearm", |s| &s.prof.db_rearm),
     (c"prof_irq_rx", |s| &s.prof.irq_rx),

@@ -200,6 +200,10 @@ pub(crate) struct Prof {
     /// Clock origin of the stamps below (nanoseconds since it, 0 = none).
     epoch: Instant<Monotonic>,
     pub(crate) db_tx: Atomic<u64>,
+    /// TX descriptors posted, and those posted without a doorbell of their
+    /// own (`xmit_more` batching: a later one covers them).
+    pub(crate) tx_descs: Atomic<u64>,
+    pub(crate) db_tx_deferred: Atomic<u64>,
     pub(crate) db_rx: Atomic<u64>,
     pub(crate) db_rearm: Atomic<u64>,
     pub(crate) irq_rx: Atomic<u64>,
@@ -227,6 +231,8 @@ impl Prof {
         Self {
             epoch: Instant::now(),
             db_tx: Atomic::new(0),
+            tx_descs: Atomic::new(0),
+            db_tx_deferred: Atomic::new(0),
             db_rx: Atomic::new(0),
             db_rearm: Atomic::new(0),
             irq_rx: Atomic::new(0),
@@ -364,6 +370,27 @@ fn buffer(bufs: &[Coherent<[u8]>], index: u32) -> Result<&Coherent<[u8]>> {
     bufs.get(index as usize & (bufs.len() - 1)).ok_or(EINVAL)
 }
 
+/// What [`Queues::post_skb`] did with an skb.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Posted {
+    /// Copied (plain or plain TSO send): the skb may be freed.
+    Copy,
+    /// A merge send: the skb is held until its descriptor completes.
+    Merge,
+    /// Not posted: dropped (counted by the caller).
+    Dropped,
+    /// No room: handed back to the stack.
+    Busy,
+}
+
+/// Whether TX doorbells are batched over `xmit_more` (module parameter
+/// `tx_batch`, read at every post; 0 rings one per descriptor, for the
+/// A/B of docs/performance.md).
+#[inline]
+fn tx_batch() -> bool {
+    crate::module_parameters::tx_batch.value() != 0
+}
+
 /// The TX queue and TX completion queue of a port.
 pub(crate) struct TxRing {
     pub(crate) txq: Ring<64>,
@@ -388,6 +415,10 @@ pub(crate) struct TxRing {
     tso_done: u32,
     /// Per slot: the descriptor used a TSO buffer.
     tso_used: KVec<bool>,
+    /// Descriptors were posted (`Q_PROD` written) since the last `DB_TX`:
+    /// `xmit_more` said more skbs follow. Only `start_xmit` sets and clears
+    /// it, serialised by the stack's TX queue lock.
+    db_pending: bool,
 }
 
 impl TxRing {
@@ -429,6 +460,7 @@ impl TxRing {
             tso_next: 0,
             tso_done: 0,
             tso_used,
+            db_pending: false,
         })
     }
 
@@ -692,6 +724,14 @@ impl Queues {
     /// meanwhile. A doorbell only says "look at the queues", so one rung
     /// after another CPU posted more, or after the ring was torn down (the
     /// NIC ignores doorbells of disabled queues), is harmless.
+    ///
+    /// With `tx_batch` (the default) the doorbell is rung once per batch
+    /// the stack hands over (`xmit_more`, patch 0033): only when BQL says so
+    /// (`sent_queue`, patch 0034: the batch's last skb, or the queue
+    /// stopped), and whenever the stack ends a batch early (`Busy`) or an
+    /// skb is dropped while posted descriptors wait for one
+    /// (`TxRing::db_pending`). No descriptor is left without a doorbell
+    /// once the call that posted the last one returns with no more to come.
     pub(crate) fn xmit<'x>(&self, dev: &NetDevice, skb: XmitSkb<'x>) -> NetdevTx<'x> {
         let r = match self.regs.get() {
             Ok(r) => r,
@@ -703,100 +743,142 @@ impl Queues {
         };
         let mut guard = self.tx.lock();
         let Some(tx) = &mut *guard else {
-            // Stopping: drop, as a disconnected link does.
+            // Stopping: drop, as a disconnected link does (the rings and
+            // their descriptors are gone).
             bump(&self.stats.tx_dropped, 1);
             return NetdevTx::Ok;
         };
-        if tx.free() == 0 {
-            // The queue should have been stopped; ask the stack to retry.
+        let posted = self.post_skb(tx, &r, &skb);
+        // Stop while a worst-case skb (a GSO skb, when TSO buffers exist)
+        // could not be posted; completions wake the queue. BQL's
+        // `sent_queue` below sees the stop and asks for the doorbell.
+        if !dev.queue_stopped() && (tx.free() == 0 || (!tx.tso_bufs.is_empty() && !tx.tso_free())) {
             dev.stop_queue();
             bump(&self.stats.tx_stop, 1);
-            return NetdevTx::Busy(skb);
         }
-        if let Some(wr) = SEND_OPS.lookup(&skb) {
+        let ring = match posted {
+            Posted::Busy => {
+                // The stack ends its batch here and sends `skb` again later.
+                let ring = core::mem::take(&mut tx.db_pending);
+                drop(guard);
+                self.ring_tx(&r, ring);
+                return NetdevTx::Busy(skb);
+            }
+            Posted::Dropped => {
+                bump(&self.stats.tx_dropped, 1);
+                core::mem::take(&mut tx.db_pending)
+            }
+            Posted::Copy | Posted::Merge => {
+                bump(&self.stats.prof.tx_descs, 1);
+                // Always accounted (BQL), whether batching is on or not.
+                let now = skb.sent_queue(skb.len());
+                if now || !tx_batch() {
+                    tx.db_pending = false;
+                    true
+                } else {
+                    tx.db_pending = true;
+                    bump(&self.stats.prof.db_tx_deferred, 1);
+                    false
+                }
+            }
+        };
+        match posted {
+            Posted::Merge => {
+                // Held until the NIC completed the descriptor.
+                tx.hold(skb.into_skb());
+                drop(guard);
+            }
+            Posted::Dropped => {
+                drop(guard);
+                drop(skb);
+            }
+            _ => {
+                drop(guard);
+                skb.consume();
+            }
+        }
+        self.ring_tx(&r, ring);
+        NetdevTx::Ok
+    }
+
+    /// Rings `DB_TX` if `ring`. A failed doorbell means the device is gone:
+    /// the descriptors posted are never sent, and their skbs are freed when
+    /// the ring is torn down.
+    #[inline]
+    fn ring_tx(&self, r: &Regs<'_>, ring: bool) {
+        if ring && r.doorbell(regs::DB_TX).is_ok() {
+            self.stats.prof.tx_doorbell();
+        }
+    }
+
+    /// Posts `skb` to `tx` (not ringing the doorbell): a merge send by
+    /// region key, a GSO skb as a plain TSO send, anything else copied.
+    fn post_skb(&self, tx: &mut TxRing, r: &Regs<'_>, skb: &SkBuff) -> Posted {
+        if tx.free() == 0 {
+            // The queue should have been stopped; ask the stack to retry.
+            return Posted::Busy;
+        }
+        if let Some(wr) = SEND_OPS.lookup(skb) {
             // A ZeroNIC send whose region is still registered: the NIC reads
             // the payload by key (`flow_tx.rs`). Otherwise (region released
             // meanwhile) `features_check` had the stack linearize it, and it
             // is copied like any frame below.
             if wr.mr.valid.load(Relaxed) {
-                let mut posted = false;
-                match merge_params(&skb, wr) {
-                    Some((hdr_len, mr_offset, pay)) => {
-                        match tx.post_merge(&r, &skb, wr.mr.key, mr_offset, hdr_len) {
-                            Ok(_) => {
-                                wr.count(true, u64::from(pay));
-                                tx.hold(skb.into_skb());
-                                posted = true;
-                            }
-                            Err(_) => bump(&self.stats.tx_dropped, 1),
-                        }
+                let Some((hdr_len, mr_offset, pay)) = merge_params(skb, wr) else {
+                    return Posted::Dropped;
+                };
+                return match tx.post_merge(r, skb, wr.mr.key, mr_offset, hdr_len) {
+                    Ok(_) => {
+                        wr.count(true, u64::from(pay));
+                        Posted::Merge
                     }
-                    None => bump(&self.stats.tx_dropped, 1),
-                }
-                if tx.free() == 0 {
-                    dev.stop_queue();
-                    bump(&self.stats.tx_stop, 1);
-                }
-                drop(guard);
-                if posted {
-                    // A failed doorbell means the device is gone: the held
-                    // skb is freed when the ring is torn down.
-                    let _ = r.doorbell(regs::DB_TX);
-                    self.stats.prof.tx_doorbell();
-                }
-                return NetdevTx::Ok;
+                    Err(_) => Posted::Dropped,
+                };
             }
             wr.count(false, u64::from(skb.len()));
         }
-        let posted = if skb.is_gso() && tx.tso_bufs.is_empty() {
+        let csum = if skb.is_gso() && tx.tso_bufs.is_empty() {
             // `features_check` lets GSO skbs through only for registered
             // merge sends without CAP_PLAIN_TSO: this one's region went away
             // since. Dropped (TCP sends it again, then segmented).
-            Err(EINVAL)
+            return Posted::Dropped;
         } else if skb.is_gso() {
             // Let through by `features_check` only for TCP/IPv4 within
             // MAX_TSO_FRAME on a NIC with CAP_PLAIN_TSO: the NIC segments.
             if !tx.tso_free() {
-                // The queue stops below whenever the last TSO buffer is
-                // taken; only a race with `ethtool -G`/MTU change gets here.
-                dev.stop_queue();
-                bump(&self.stats.tx_stop, 1);
-                return NetdevTx::Busy(skb);
+                // The queue stops whenever the last TSO buffer is taken;
+                // only a race with `ethtool -G`/MTU change gets here.
+                return Posted::Busy;
             }
-            tx.post_tso(&r, &skb).map(|()| {
-                bump(&self.stats.tx_tso, 1);
-                true
-            })
+            match tx.post_tso(r, skb) {
+                Ok(()) => {
+                    bump(&self.stats.tx_tso, 1);
+                    true
+                }
+                Err(_) => return Posted::Dropped,
+            }
         } else {
-            tx.post(&r, &skb)
-        };
-        // Stop while a worst-case skb (a GSO skb, when TSO buffers exist)
-        // could not be posted; completions wake the queue.
-        if tx.free() == 0 || (!tx.tso_bufs.is_empty() && !tx.tso_free()) {
-            dev.stop_queue();
-            bump(&self.stats.tx_stop, 1);
-        }
-        drop(guard);
-        match posted {
-            Ok(csum) if r.doorbell(regs::DB_TX).is_ok() => {
-                self.stats.prof.tx_doorbell();
-                bump(
-                    if csum {
-                        &self.stats.tx_needs_csum
-                    } else {
-                        &self.stats.tx_csum_none
-                    },
-                    1,
-                )
+            match tx.post(r, skb) {
+                Ok(csum) => csum,
+                Err(_) => return Posted::Dropped,
             }
-            _ => bump(&self.stats.tx_dropped, 1),
-        }
-        skb.consume();
-        NetdevTx::Ok
+        };
+        bump(
+            if csum {
+                &self.stats.tx_needs_csum
+            } else {
+                &self.stats.tx_csum_none
+            },
+            1,
+        );
+        Posted::Copy
     }
 
     /// Consumes TX completions and wakes the queue when there is room;
-    /// returns how many it consumed.
+    /// returns how many it consumed. The bytes of the descriptors completed
+    /// (as `start_xmit` gave them to BQL: the skb's length) go to BQL after
+    /// the TX lock is dropped: BQL's completion takes the stack's TX queue
+    /// lock, which `start_xmit` holds while it takes the TX lock.
     fn reap_tx(&self, dev: &NetDevice, r: &Regs<'_>) -> Result<u32> {
         let mut guard = self.tx.lock();
         let Some(tx) = &mut *guard else {
@@ -807,8 +889,15 @@ impl Queues {
         let start = tx.done;
         // Merge sends' skbs completed in this pass, freed after the lock.
         let mut sent: KVec<SkBuff> = KVec::new();
+        // Bytes completed, for BQL, whatever the status. Nothing returns
+        // early once one is counted: bytes never completed would keep BQL's
+        // limit taken until the ring is reset.
+        let mut bql_bytes = 0u32;
         while tx.done != prod && tx.prod.wrapping_sub(tx.done) > 0 {
-            let c = TxCompletion::decode(&tx.txcq.read(tx.done)?);
+            let Ok(raw) = tx.txcq.read(tx.done) else {
+                break;
+            };
+            let c = TxCompletion::decode(&raw);
             // CAST: u32 -> usize is lossless on every architecture Linux supports.
             let slot = tx.done as usize & (tx.bufs.len() - 1);
             if let Some(skb) = tx.skbs.get_mut(slot).and_then(Option::take) {
@@ -816,6 +905,8 @@ impl Queues {
                 // still correct.
                 let _ = sent.push(skb, GFP_ATOMIC);
             }
+            let len = tx.lens.get(slot).copied().unwrap_or(0);
+            bql_bytes = bql_bytes.saturating_add(len);
             let tso = tx.tso_used.get(slot).copied().unwrap_or(false);
             if tso {
                 tx.tso_done = tx.tso_done.wrapping_add(1);
@@ -831,17 +922,15 @@ impl Queues {
                     &self.stats.tx_packets,
                     if tso { u64::from(c.frames.max(1)) } else { 1 },
                 );
-                bump(
-                    &self.stats.tx_bytes,
-                    u64::from(tx.lens.get(slot).copied().unwrap_or(0)),
-                );
+                bump(&self.stats.tx_bytes, u64::from(len));
             } else {
                 bump(&self.stats.tx_errors, 1);
             }
             tx.done = tx.done.wrapping_add(1);
         }
+        let mut res = Ok(());
         if tx.done != start {
-            r.w32(tx.txcq.reg(regs::Q_CONS), tx.done)?;
+            res = r.w32(tx.txcq.reg(regs::Q_CONS), tx.done);
             if dev.queue_stopped()
                 && tx.free() >= tx.txq.entries() / 4
                 && (tx.tso_bufs.is_empty() || tx.tso_free())
@@ -852,11 +941,21 @@ impl Queues {
         }
         let reaped = tx.done.wrapping_sub(start);
         drop(guard);
+        if bql_bytes != 0 {
+            if let Err(e) = dev.tx_completed_queue(0, reaped, bql_bytes) {
+                kernel::pr_warn_once!(
+                    "port {}: BQL completion of {} bytes failed: {:?}\n",
+                    self.port,
+                    bql_bytes,
+                    e
+                );
+            }
+        }
         // The NIC no longer reads their payload: the sends may complete.
         for skb in sent {
             skb.consume();
         }
-        Ok(reaped)
+        res.map(|()| reaped)
     }
 
     /// Receives up to `budget` frames; returns how many completions it used.

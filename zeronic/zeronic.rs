@@ -58,6 +58,10 @@ module! {
             default: 0,
             description: "1: time the NIC path's events (ethtool -S prof_*_ns; docs/performance.md)",
         },
+        tx_batch: u32 {
+            default: 1,
+            description: "0: ring the TX doorbell for every descriptor instead of once per xmit_more batch (docs/performance.md)",
+        },
     },
 }
 

@@ -17,6 +17,7 @@
 
 mod cpu;
 mod engine;
+mod icount;
 mod proto;
 mod report;
 mod stream;
@@ -80,6 +81,25 @@ enum Cmd {
     /// Print the XXH64 of generated streams ("SEED BYTES XXH64" lines),
     /// for the client's --digests: senders given them hash nothing.
     Digest(DigestArgs),
+    /// Under QEMU's -icount shift=0 on one vCPU: keep the vCPU busy at
+    /// SCHED_IDLE with a loop of known instructions, and answer every line
+    /// of standard input with "soak_insns=N now_ns=T" (the guest's
+    /// instructions are the clock's advance minus the soaker's).
+    Soak,
+    /// Run a known number of instructions: N iterations of dec/jnz (2 N
+    /// instructions), or N string copies (--rep-movsb BYTES), to check
+    /// the soak method.
+    Spin(SpinArgs),
+}
+
+#[derive(Args, Debug)]
+struct SpinArgs {
+    /// Iterations.
+    #[arg(value_parser = parse_size)]
+    n: u64,
+    /// Copy this many bytes with one `rep movsb` per iteration instead.
+    #[arg(long, value_parser = parse_size)]
+    rep_movsb: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -251,6 +271,8 @@ fn main() -> ExitCode {
         Cmd::Client(a) => client(&a),
         Cmd::Query(a) => query(&a),
         Cmd::Digest(a) => digest(&a),
+        Cmd::Soak => icount::soak().map(|()| ExitCode::SUCCESS),
+        Cmd::Spin(a) => icount::spin(a.n, a.rep_movsb).map(|()| ExitCode::SUCCESS),
     };
     match r {
         Ok(code) => code,
