@@ -390,6 +390,41 @@ TEST_F(zc, double_attach_is_eexist)
 	close(zfd2);
 }
 
+/* Flushes the IPv4 route cache of namespace `env`, as a link's carrier or MTU
+ * change does: the sockets' cached routes become stale. */
+static int flush_routes_in(const char *env)
+{
+	int self = in_ns(env), fd, ret = -1;
+
+	if (self < 0)
+		return -1;
+	fd = open("/proc/sys/net/ipv4/route/flush", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ret = write(fd, "1\n", 2) == 2 ? 0 : -1;
+		close(fd);
+	}
+	back_ns(self);
+	return ret;
+}
+
+/* A connection that sent nothing since the route cache was flushed (its
+ * cached route stale) still leaves through its ZeroNIC port: the attach
+ * looks the route up again, as TCP does before it sends (it was ENODEV,
+ * seen in zc_perf.sh when a carrier change after an MTU change flushed the
+ * cache between accept and attach). */
+TEST_F(zc, attach_after_a_route_cache_flush)
+{
+	__u32 fa = 0, fb = 0;
+	struct zeronic_query q;
+
+	ASSERT_EQ(0, flush_routes_in("ZN_NS_A"));
+	ASSERT_EQ(0, flush_routes_in("ZN_NS_B"));
+	EXPECT_EQ(0, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &fa));
+	EXPECT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &fb));
+	ASSERT_EQ(0, query(self->zfd, &q));
+	EXPECT_EQ(self->base.flows_in_use + 2, q.flows_in_use);
+}
+
 TEST_F(zc, concurrent_attaches_from_two_files_one_wins)
 {
 	int zfd2 = zopen(), st, wins = 0;
