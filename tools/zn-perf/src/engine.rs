@@ -12,7 +12,7 @@
 //! **What is touched.** Without `--verify` an offloaded receiver never reads
 //! the payload and an offloaded sender fills its slots once, so the CPU
 //! figure is the data path's own; a plain end's read()/write() copies are
-//! Linux TCP's. With `--verify` the generator and XXH64 run on every byte
+//! Linux TCP's. With `--verify` the generator and the hash run on every byte
 //! (and cost CPU: measure cost without it).
 
 use crate::cpu::Sample;
@@ -20,7 +20,7 @@ use crate::report::{
     Counters, FlowReport, Kind, LatencyReport, Mode, Percentiles, Role, RxKind, SideResult,
     TestSpec, ZcCounters,
 };
-use crate::stream::{self, Gen, StreamSum};
+use crate::stream::{Gen, StreamSum};
 use crate::zn::{self, Buffer, Cq, Cqe, Device, Region, Wr};
 use anyhow::{bail, ensure, Context, Result};
 use nix::errno::Errno;
@@ -721,7 +721,7 @@ impl OffFlow {
                 posted_end: 0,
                 consumed: 0,
                 sink: RxSink {
-                    sum: StreamSum::new(spec.verify),
+                    sum: StreamSum::new(spec.verify_hash()),
                     verify: spec.verify,
                     carry,
                 },
@@ -1145,13 +1145,15 @@ fn tx_sum(spec: &TestSpec, index: u32) -> Result<StreamSum> {
                 .get(index as usize)
                 .with_context(|| format!("flow {index}: no given digest ({} given)", d.len()))?;
             ensure!(
-                stream::is_digest(h),
-                "flow {index}: given digest {h:?} is no XXH64 (16 hex digits)"
+                spec.hash.is_digest(h),
+                "flow {index}: given digest {h:?} is no {:?} ({} hex digits)",
+                spec.hash,
+                spec.hash.hex_len()
             );
             Ok(StreamSum::given(h.to_ascii_lowercase(), n))
         }
         (Some(_), _) => bail!("given digests need a bandwidth test with --verify and -n"),
-        (None, _) => Ok(StreamSum::new(spec.verify)),
+        (None, _) => Ok(StreamSum::new(spec.verify_hash())),
     }
 }
 
@@ -1515,7 +1517,7 @@ pub fn prepare(
                     gen: Gen::new(spec.seed.wrapping_add(i as u64)),
                     scheduled: 0,
                     tx: tx_sum(spec, i as u32)?,
-                    rx: StreamSum::new(spec.verify),
+                    rx: StreamSum::new(spec.verify_hash()),
                     msgs: 0,
                     tx_done: !matches!(role, Role::Send | Role::Both),
                     rx_done: !matches!(role, Role::Recv | Role::Both),
@@ -1684,8 +1686,8 @@ fn run_latency(
 ) -> Result<(FlowReport, u64, Instant, Option<LatencyReport>)> {
     let s = spec.msg_size as usize;
     let gen = Gen::new(spec.seed);
-    let mut tx = StreamSum::new(spec.verify);
-    let mut rx = StreamSum::new(spec.verify);
+    let mut tx = StreamSum::new(spec.verify_hash());
+    let mut rx = StreamSum::new(spec.verify_hash());
     let mut msg = vec![0u8; s];
     let mut back = vec![0u8; s];
     let mut msgs = 0u64;
@@ -1781,6 +1783,7 @@ mod tests {
             bytes: Some(123_457),
             duration: None,
             verify,
+            hash: crate::stream::Hash::Xxh64,
             seed: 5,
             reverse: false,
             iters: 50,
@@ -1871,7 +1874,7 @@ mod tests {
         // The digest is the generator's stream.
         let mut all = vec![0u8; 123_457];
         Gen::new(6).fill(0, &mut all);
-        let mut sum = StreamSum::new(true);
+        let mut sum = StreamSum::new(Some(crate::stream::Hash::Xxh64));
         sum.update(&all);
         assert_eq!(sent.flows[1].tx_digest, sum.hex());
     }
@@ -1884,7 +1887,7 @@ mod tests {
         let mut sp = spec(Kind::Bandwidth, true);
         sp.sent_digests = Some(
             (0..3)
-                .map(|i| crate::stream::digests(5 + i, &[123_457])[0].clone())
+                .map(|i| crate::stream::digests(5 + i, &[123_457], sp.hash)[0].clone())
                 .collect(),
         );
         let run = |sp: &TestSpec| run_pair(sp, &opts("client"), 3);

@@ -4,9 +4,9 @@
 //! ```text
 //! zn-perf server [-p PORT] [-B ADDR] [--once] [--mode plain|offload] [--rx message|stream] [--json]
 //! zn-perf client HOST [-p PORT] [--mode ...] [--rx ...] [-P FLOWS] [-s SIZE | -a]
-//!                [-t SECS | -n BYTES] [--verify] [-R | --bidir] [--latency [-i ITERS]] [--json]
+//!                [-t SECS | -n BYTES] [--verify [--hash xxh64|sha256]] [-R | --bidir] [--latency [-i ITERS]] [--json]
 //! zn-perf query [--nic N] [--json]
-//! zn-perf digest [--seed N] [-P FLOWS] -n BYTES[,BYTES...]
+//! zn-perf digest [--hash xxh64|sha256] [--seed N] [-P FLOWS] -n BYTES[,BYTES...]
 //! ```
 //!
 //! Each end chooses its own data path (`--mode`, `--rx`), so an offloaded
@@ -24,7 +24,7 @@ mod stream;
 mod zn;
 
 use anyhow::{bail, ensure, Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use engine::{prepare, role_of, SideOpts};
 use proto::{Ctrl, Msg, PROTO};
 use report::{
@@ -113,6 +113,9 @@ struct DigestArgs {
     /// Stream lengths (each a prefix of the same stream; suffixes K, M, G).
     #[arg(short = 'n', long, value_parser = parse_size, value_delimiter = ',', required = true)]
     bytes: Vec<u64>,
+    /// The digest: xxh64 or sha256.
+    #[arg(long, value_enum, default_value = "xxh64")]
+    hash: stream::Hash,
 }
 
 #[derive(Args, Debug)]
@@ -233,11 +236,14 @@ struct ClientArgs {
     /// Bytes each flow sends (suffixes K, M, G).
     #[arg(short = 'n', long, value_parser = parse_size)]
     bytes: Option<u64>,
-    /// XXH64 of every stream on both ends; the client compares them.
+    /// A digest of every stream on both ends; the client compares them.
     #[arg(long)]
     verify: bool,
-    /// With --verify and -n: a file of stream digests ("SEED BYTES XXH64"
-    /// lines, as `zn-perf digest` prints) holding every flow's stream;
+    /// The digest --verify computes: xxh64 (fast) or sha256.
+    #[arg(long, value_enum, default_value = "xxh64", requires = "verify")]
+    hash: stream::Hash,
+    /// With --verify and -n: a file of stream digests ("SEED BYTES DIGEST"
+    /// lines of the --hash kind, as `zn-perf digest` prints) holding every flow's stream;
     /// the senders of both ends report those digests instead of hashing
     /// what they generate. The receivers still hash every byte.
     #[arg(long, requires_all = ["verify", "bytes"])]
@@ -335,7 +341,7 @@ fn digest(a: &DigestArgs) -> Result<ExitCode> {
             let seeds = &seeds;
             sc.spawn(move || {
                 for (j, o) in chunk.iter_mut().enumerate() {
-                    *o = stream::digests(seeds[first + j], &a.bytes);
+                    *o = stream::digests(seeds[first + j], &a.bytes, a.hash);
                 }
             });
         }
@@ -348,8 +354,8 @@ fn digest(a: &DigestArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The digests `zn-perf digest` printed, by (seed, bytes).
-fn read_digests(path: &std::path::Path) -> Result<HashMap<(u64, u64), String>> {
+/// The digests (of kind `hash`) `zn-perf digest` printed, by (seed, bytes).
+fn read_digests(path: &std::path::Path, hash: stream::Hash) -> Result<HashMap<(u64, u64), String>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading digests from {}", path.display()))?;
     let mut m = HashMap::new();
@@ -360,7 +366,7 @@ fn read_digests(path: &std::path::Path) -> Result<HashMap<(u64, u64), String>> {
         }
         let w: Vec<&str> = line.split_whitespace().collect();
         let parsed = match w[..] {
-            [seed, bytes, d] if stream::is_digest(d) => seed
+            [seed, bytes, d] if hash.is_digest(d) => seed
                 .parse::<u64>()
                 .ok()
                 .zip(bytes.parse::<u64>().ok())
@@ -369,9 +375,10 @@ fn read_digests(path: &std::path::Path) -> Result<HashMap<(u64, u64), String>> {
         };
         let (k, d) = parsed.with_context(|| {
             format!(
-                "{} line {}: not \"SEED BYTES XXH64\": {line:?}",
+                "{} line {}: not \"SEED BYTES DIGEST\" with a {hash:?} digest ({} hex digits): {line:?}",
                 path.display(),
-                i + 1
+                i + 1,
+                hash.hex_len()
             )
         })?;
         m.insert(k, d);
@@ -380,15 +387,22 @@ fn read_digests(path: &std::path::Path) -> Result<HashMap<(u64, u64), String>> {
 }
 
 /// Flow i's digest (seed + i, `bytes` long) from `path`, for every flow.
-fn sent_digests(path: &std::path::Path, seed: u64, flows: u32, bytes: u64) -> Result<Vec<String>> {
-    let m = read_digests(path)?;
+fn sent_digests(
+    path: &std::path::Path,
+    seed: u64,
+    flows: u32,
+    bytes: u64,
+    hash: stream::Hash,
+) -> Result<Vec<String>> {
+    let m = read_digests(path, hash)?;
     (0..u64::from(flows))
         .map(|i| {
             let s = seed.wrapping_add(i);
             m.get(&(s, bytes)).cloned().with_context(|| {
                 format!(
-                    "{} has no digest of stream seed {s}, {bytes} bytes (zn-perf digest --seed {s} -n {bytes})",
-                    path.display()
+                    "{} has no digest of stream seed {s}, {bytes} bytes (zn-perf digest --hash {} --seed {s} -n {bytes})",
+                    path.display(),
+                    hash.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned())
                 )
             })
         })
@@ -472,13 +486,14 @@ fn client(a: &ClientArgs) -> Result<ExitCode> {
         bytes: if latency { None } else { a.bytes },
         duration: if latency { None } else { duration },
         verify: a.verify,
+        hash: a.hash,
         seed: a.seed,
         reverse: a.reverse,
         iters: a.iters,
         warmup: a.warmup,
         bidir: a.bidir,
         sent_digests: match (&a.digests, a.bytes) {
-            (Some(p), Some(n)) if !latency => Some(sent_digests(p, a.seed, a.parallel, n)?),
+            (Some(p), Some(n)) if !latency => Some(sent_digests(p, a.seed, a.parallel, n, a.hash)?),
             (Some(_), _) => bail!("--digests is for bandwidth tests with -n"),
             (None, _) => None,
         },
@@ -905,6 +920,7 @@ mod tests {
             bytes: Some(1 << 20),
             duration: None,
             verify: true,
+            hash: stream::Hash::Sha256,
             seed: 3,
             reverse: true,
             iters: 0,

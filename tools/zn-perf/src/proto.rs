@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 
-/// Protocol version (2: `TestSpec::bidir`).
-pub const PROTO: u32 = 2;
+/// Protocol version (2: `TestSpec::bidir`; 3: `TestSpec::hash`).
+pub const PROTO: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "msg", rename_all = "snake_case")]

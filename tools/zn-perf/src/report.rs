@@ -3,6 +3,7 @@
 //! latency percentiles and the fit of a size sweep.
 
 use crate::cpu::CpuReport;
+use crate::stream::Hash;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -75,8 +76,11 @@ pub struct TestSpec {
     pub bytes: Option<u64>,
     /// Seconds the senders send (bandwidth), if not a byte count.
     pub duration: Option<f64>,
-    /// XXH64 of every stream on both ends.
+    /// A digest of every stream on both ends.
     pub verify: bool,
+    /// The digest `verify` computes (older clients: XXH64).
+    #[serde(default)]
+    pub hash: Hash,
     /// Seed of flow i's payload is seed + i.
     pub seed: u64,
     /// The server sends (bandwidth).
@@ -89,12 +93,19 @@ pub struct TestSpec {
     /// send and receive); needs `bytes`.
     #[serde(default)]
     pub bidir: bool,
-    /// With `verify` and `bytes`: flow i's stream digest (XXH64 of the
+    /// With `verify` and `bytes`: flow i's stream digest (`hash` of the
     /// `bytes` bytes of seed + i), computed beforehand (`zn-perf digest`,
     /// the client's `--digests`). Senders report it as their `tx_digest`
     /// instead of hashing what they generate; receivers hash as always.
     #[serde(default)]
     pub sent_digests: Option<Vec<String>>,
+}
+
+impl TestSpec {
+    /// The digest each stream gets: `hash` with `verify`, else none.
+    pub fn verify_hash(&self) -> Option<Hash> {
+        self.verify.then_some(self.hash)
+    }
 }
 
 /// An offloaded flow's counters (`ZERONIC_IOC_FLOW_QUERY`) at the end.
@@ -605,6 +616,7 @@ mod tests {
                 bytes: Some(1 << 26),
                 duration: None,
                 verify: true,
+                hash: Hash::Xxh64,
                 seed: 1,
                 reverse: false,
                 iters: 0,

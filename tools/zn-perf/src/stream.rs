@@ -19,13 +19,78 @@
 //! it ([`StreamSum::given`]) reports it instead of hashing what it generates.
 //! A receiver always hashes every byte it got.
 //!
-//! The digest is XXH64 (the checksum zstd frames carry): a corrupted,
-//! dropped or misplaced byte changes it but for a chance of 2^-64, and no
-//! one forges these streams. SHA-256, used before, ran at 116 MB/s in a TCG
-//! guest against XXH64's 2.5 GB/s (a third of `zc_perf.sh`'s guest CPU time
-//! went to it).
+//! The digest is XXH64 by default (the checksum zstd frames carry): a
+//! corrupted, dropped or misplaced byte changes it but for a chance of
+//! 2^-64, and no one forges these streams. SHA-256 (`--hash sha256`) is
+//! there for whoever wants a cryptographic digest of the stream; it ran at
+//! 116 MB/s in a TCG guest against XXH64's 2.5 GB/s (with it, a third of
+//! `zc_perf.sh`'s guest CPU time went to hashing).
 
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use xxhash_rust::xxh64::Xxh64;
+
+/// The digest of a stream (`--hash`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Hash {
+    /// XXH64, 16 hex digits.
+    #[default]
+    Xxh64,
+    /// SHA-256, 64 hex digits.
+    Sha256,
+}
+
+impl Hash {
+    /// Hex digits of a printed digest.
+    pub fn hex_len(self) -> usize {
+        match self {
+            Hash::Xxh64 => 16,
+            Hash::Sha256 => 64,
+        }
+    }
+
+    /// Whether `h` has the shape of a printed digest of this kind (any case).
+    pub fn is_digest(self, h: &str) -> bool {
+        h.len() == self.hex_len() && h.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+}
+
+/// A running digest of either kind.
+#[derive(Clone)]
+enum Hasher {
+    Xxh64(Xxh64),
+    Sha256(Sha256),
+}
+
+impl Hasher {
+    fn new(hash: Hash) -> Self {
+        match hash {
+            Hash::Xxh64 => Hasher::Xxh64(Xxh64::new(0)),
+            Hash::Sha256 => Hasher::Sha256(Sha256::new()),
+        }
+    }
+
+    fn update(&mut self, data: &[u8]) {
+        match self {
+            Hasher::Xxh64(h) => h.update(data),
+            Hasher::Sha256(h) => h.update(data),
+        }
+    }
+
+    /// The digest of what was fed so far, as printed (lower-case hex).
+    fn hex(&self) -> String {
+        match self {
+            Hasher::Xxh64(h) => format!("{:016x}", h.digest()),
+            Hasher::Sha256(h) => h
+                .clone()
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        }
+    }
+}
 
 /// The words' step: odd (so `i -> i * STEP` is a bijection), with set bits
 /// spread over all eight bytes (so every byte of a word changes from one word
@@ -83,16 +148,16 @@ impl Gen {
     }
 }
 
-/// The XXH64 of the first `len` bytes of the stream of seed `seed`, for
+/// The digest of the first `len` bytes of the stream of seed `seed`, for
 /// each `len` of `lens` (one pass over the longest), in the order given.
-pub fn digests(seed: u64, lens: &[u64]) -> Vec<String> {
+pub fn digests(seed: u64, lens: &[u64], hash: Hash) -> Vec<String> {
     const CHUNK: u64 = 1 << 20;
     let g = Gen::new(seed);
     let mut ends: Vec<u64> = lens.to_vec();
     ends.sort_unstable();
     ends.dedup();
     let mut at = std::collections::HashMap::new();
-    let mut sum = Xxh64::new(0);
+    let mut sum = Hasher::new(hash);
     let mut buf = vec![0u8; CHUNK as usize];
     let mut off = 0u64;
     for &end in &ends {
@@ -102,18 +167,18 @@ pub fn digests(seed: u64, lens: &[u64]) -> Vec<String> {
             sum.update(&buf[..n]);
             off += n as u64;
         }
-        at.insert(end, hex64(sum.digest()));
+        at.insert(end, sum.hex());
     }
     lens.iter().map(|l| at[l].clone()).collect()
 }
 
-/// A running count and, with `--verify`, the XXH64 of one direction of a
+/// A running count and, with `--verify`, the digest of one direction of a
 /// flow, fed in stream order; or, for a sender given its stream's digest
 /// beforehand, that digest once exactly the stream's length was counted.
 #[derive(Clone, Default)]
 pub struct StreamSum {
     bytes: u64,
-    sum: Option<Xxh64>,
+    sum: Option<Hasher>,
     /// The digest of the whole stream and its length ([`StreamSum::given`]).
     given: Option<(String, u64)>,
 }
@@ -123,24 +188,24 @@ impl std::fmt::Debug for StreamSum {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamSum")
             .field("bytes", &self.bytes)
-            .field("sum", &self.sum.as_ref().map(|h| hex64(h.digest())))
+            .field("sum", &self.sum.as_ref().map(Hasher::hex))
             .field("given", &self.given)
             .finish()
     }
 }
 
 impl StreamSum {
-    /// Counting only, or counting and hashing.
-    pub fn new(verify: bool) -> Self {
+    /// Counting only (None), or counting and hashing.
+    pub fn new(hash: Option<Hash>) -> Self {
         Self {
             bytes: 0,
-            sum: verify.then(|| Xxh64::new(0)),
+            sum: hash.map(Hasher::new),
             given: None,
         }
     }
 
     /// A sender's sum that hashes nothing: `hex()` is `digest`, the
-    /// XXH64 of the `len` bytes of the stream it generates ([`digests`]),
+    /// digest of the `len` bytes of the stream it generates ([`digests`]),
     /// if exactly `len` bytes were fed, and None otherwise (a digest that
     /// matches no receiver's).
     pub fn given(digest: String, len: u64) -> Self {
@@ -181,18 +246,8 @@ impl StreamSum {
         if let Some((d, len)) = &self.given {
             return (self.bytes == *len).then(|| d.clone());
         }
-        self.sum.as_ref().map(|h| hex64(h.digest()))
+        self.sum.as_ref().map(Hasher::hex)
     }
-}
-
-/// A digest as it is printed and compared: 16 lower-case hex digits.
-pub fn hex64(d: u64) -> String {
-    format!("{d:016x}")
-}
-
-/// Whether `h` has the shape of a printed digest ([`hex64`], any case).
-pub fn is_digest(h: &str) -> bool {
-    h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 #[cfg(test)]
@@ -245,9 +300,9 @@ mod tests {
         let g = Gen::new(7);
         let mut data = vec![0u8; 100_000];
         g.fill(0, &mut data);
-        let mut one = StreamSum::new(true);
+        let mut one = StreamSum::new(Some(Hash::Xxh64));
         one.update(&data);
-        let mut many = StreamSum::new(true);
+        let mut many = StreamSum::new(Some(Hash::Xxh64));
         let mut off = 0;
         for n in [1usize, 7, 4096, 13, 65536].iter().cycle() {
             if off == data.len() {
@@ -261,10 +316,10 @@ mod tests {
         assert_eq!(one.bytes(), 100_000);
         // XXH64's published value for "abc" (seed 0); nothing for an
         // empty direction.
-        let mut abc = StreamSum::new(true);
+        let mut abc = StreamSum::new(Some(Hash::Xxh64));
         abc.update(b"abc");
         assert_eq!(abc.hex().unwrap(), "44bc2cf5ad770999");
-        assert_eq!(StreamSum::new(true).hex(), None);
+        assert_eq!(StreamSum::new(Some(Hash::Xxh64)).hex(), None);
     }
 
     #[test]
@@ -272,25 +327,25 @@ mod tests {
         let g = Gen::new(9);
         let mut data = vec![0u8; 10_000];
         g.fill(0, &mut data);
-        let mut good = StreamSum::new(true);
+        let mut good = StreamSum::new(Some(Hash::Xxh64));
         good.update(&data);
         // Swap two adjacent bytes.
         let mut swapped = data.clone();
         swapped.swap(5000, 5001);
-        let mut s = StreamSum::new(true);
+        let mut s = StreamSum::new(Some(Hash::Xxh64));
         s.update(&swapped);
         assert_ne!(good.hex(), s.hex());
         // A byte dropped and another appended.
         let mut shifted = data.clone();
         shifted.remove(123);
         shifted.push(0);
-        let mut s = StreamSum::new(true);
+        let mut s = StreamSum::new(Some(Hash::Xxh64));
         s.update(&shifted);
         assert_ne!(good.hex(), s.hex());
         // A 4 KiB page placed at the next page's offset.
         let mut moved = data.clone();
         moved.copy_within(0..4096, 4096);
-        let mut s = StreamSum::new(true);
+        let mut s = StreamSum::new(Some(Hash::Xxh64));
         s.update(&moved);
         assert_ne!(good.hex(), s.hex());
     }
@@ -301,18 +356,36 @@ mod tests {
         let mut data = vec![0u8; 3 << 20];
         g.fill(0, &mut data);
         let lens = [3 << 20, 5, (1 << 20) + 3, 5];
-        let d = digests(11, &lens);
-        for (l, h) in lens.iter().zip(&d) {
-            let mut s = StreamSum::new(true);
-            s.update(&data[..*l as usize]);
-            assert_eq!(s.hex().as_ref(), Some(h), "{l}");
+        for hash in [Hash::Xxh64, Hash::Sha256] {
+            let d = digests(11, &lens, hash);
+            for (l, h) in lens.iter().zip(&d) {
+                let mut s = StreamSum::new(Some(hash));
+                s.update(&data[..*l as usize]);
+                assert_eq!(s.hex().as_ref(), Some(h), "{hash:?} {l}");
+                assert!(hash.is_digest(h), "{h}");
+            }
+            assert_ne!(d[0], digests(12, &[3 << 20], hash)[0]);
         }
-        assert_ne!(d[0], digests(12, &[3 << 20])[0]);
+    }
+
+    #[test]
+    fn sha256_of_abc_and_chunking() {
+        // FIPS 180-2's example; the digest does not depend on how the
+        // stream was cut into reads.
+        let mut abc = StreamSum::new(Some(Hash::Sha256));
+        abc.update(b"a");
+        abc.update(b"bc");
+        assert_eq!(
+            abc.hex().unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(!Hash::Xxh64.is_digest(&abc.hex().unwrap()));
+        assert!(!Hash::Sha256.is_digest("44bc2cf5ad770999"));
     }
 
     #[test]
     fn given_digest_only_for_the_whole_stream() {
-        let d = digests(4, &[1000])[0].clone();
+        let d = digests(4, &[1000], Hash::Xxh64)[0].clone();
         let mut s = StreamSum::given(d.clone(), 1000);
         assert_eq!(s.hex(), None);
         s.update(&[0u8; 600]);
@@ -326,7 +399,7 @@ mod tests {
 
     #[test]
     fn counting_only() {
-        let mut s = StreamSum::new(false);
+        let mut s = StreamSum::new(None);
         s.update(b"abc");
         s.count(5);
         assert_eq!(s.bytes(), 8);
