@@ -1146,8 +1146,8 @@ fn tx_sum(spec: &TestSpec, index: u32) -> Result<StreamSum> {
                 .with_context(|| format!("flow {index}: no given digest ({} given)", d.len()))?;
             ensure!(
                 spec.hash.is_digest(h),
-                "flow {index}: given digest {h:?} is no {:?} ({} hex digits)",
-                spec.hash,
+                "flow {index}: given digest {h:?} is no {} ({} hex digits)",
+                spec.hash.name(),
                 spec.hash.hex_len()
             );
             Ok(StreamSum::given(h.to_ascii_lowercase(), n))

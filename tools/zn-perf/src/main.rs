@@ -24,7 +24,7 @@ mod stream;
 mod zn;
 
 use anyhow::{bail, ensure, Context, Result};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use engine::{prepare, role_of, SideOpts};
 use proto::{Ctrl, Msg, PROTO};
 use report::{
@@ -375,9 +375,10 @@ fn read_digests(path: &std::path::Path, hash: stream::Hash) -> Result<HashMap<(u
         };
         let (k, d) = parsed.with_context(|| {
             format!(
-                "{} line {}: not \"SEED BYTES DIGEST\" with a {hash:?} digest ({} hex digits): {line:?}",
+                "{} line {}: not \"SEED BYTES DIGEST\" with a {} digest ({} hex digits): {line:?}",
                 path.display(),
                 i + 1,
+                hash.name(),
                 hash.hex_len()
             )
         })?;
@@ -402,7 +403,7 @@ fn sent_digests(
                 format!(
                     "{} has no digest of stream seed {s}, {bytes} bytes (zn-perf digest --hash {} --seed {s} -n {bytes})",
                     path.display(),
-                    hash.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned())
+                    hash.name()
                 )
             })
         })

@@ -42,6 +42,14 @@ pub enum Hash {
 }
 
 impl Hash {
+    /// The name `--hash` takes (and the JSON spec carries).
+    pub fn name(self) -> &'static str {
+        match self {
+            Hash::Xxh64 => "xxh64",
+            Hash::Sha256 => "sha256",
+        }
+    }
+
     /// Hex digits of a printed digest.
     pub fn hex_len(self) -> usize {
         match self {
@@ -380,6 +388,15 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert!(!Hash::Xxh64.is_digest(&abc.hex().unwrap()));
+        // The names messages print are the ones --hash and the spec take.
+        for h in [Hash::Xxh64, Hash::Sha256] {
+            use clap::ValueEnum;
+            assert_eq!(Hash::from_str(h.name(), false), Ok(h));
+            assert_eq!(
+                serde_json::to_string(&h).unwrap(),
+                format!("\"{}\"", h.name())
+            );
+        }
         assert!(!Hash::Sha256.is_digest("44bc2cf5ad770999"));
     }
 
