@@ -673,7 +673,7 @@ sendfile_run() {
 	zn_wait_listen b "$port" "$spid" || { kill "$spid"; return 1; }
 	zn_in a "$@" env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/$name.stats" ZN_SHIM_LOG="$TMPD/$name.log" \
 		timeout -k 5 120 python3 "$t" client "$ADDR_B" "$port" "$TMPD/sf.in" >"$TMPD/$name.cli" 2>&1 ||
-		{ echo "$name: client failed ($?):"; tail -n 5 "$TMPD/$name.cli" "$TMPD/$name.log"; kill "$spid"; return 1; }
+		{ echo "$name: client failed ($?):"; tail -n 5 "$TMPD/$name.cli" "$TMPD/$name.log" "$TMPD/$name.srv" "$TMPD/$name-srv.log"; kill "$spid" 2>/dev/null; return 1; }
 	wait "$spid" || { echo "$name: server failed:"; tail -5 "$TMPD/$name.srv"; return 1; }
 	rcv=$(awk '/^received/ { print $2, $3 }' "$TMPD/$name.srv")
 	snt=$(awk '/^sent/ { print $2, $3 }' "$TMPD/$name.cli")

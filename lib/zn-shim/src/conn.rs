@@ -655,6 +655,8 @@ impl Conn {
     ) -> Result<usize, Result<Errno, Fallback>> {
         let mut posted = 0u64;
         let mut cur: Option<Arc<FileWin>> = None;
+        let t0 = std::time::Instant::now();
+        let mut stall_logged = false;
         loop {
             let pos = start + posted;
             // The window of `pos`, without the connection's lock (a miss
@@ -720,6 +722,25 @@ impl Conn {
                 } else {
                     Err(Ok(Errno::EAGAIN))
                 };
+            }
+            // A wait this long means completions stopped coming (an
+            // intermittent stall, docs/shim.md "Known limits"): say once,
+            // in the log, what the connection and the kernel's flow hold.
+            if !stall_logged && t0.elapsed().as_secs() >= 5 {
+                stall_logged = true;
+                state::log(&format!(
+                    "conn {}: sendfile waiting 5 s for completions: posted {posted} of {len}, \
+                     file_inflight {} file_sends {} tx_posted {} cq_budget {} file_next {} \
+                     oldest (seq, bytes) {:?}; the flow: {:?}",
+                    self.id,
+                    g.file_inflight,
+                    g.file_sends.len(),
+                    g.tx_posted,
+                    self.cq_budget,
+                    g.file_next,
+                    g.file_sends.front().map(|f| (f.0, f.2)),
+                    self.query()
+                ));
             }
             self.unmark(&mut g);
             if let Err(e) = self.sleep(g) {
