@@ -1,13 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Reproducer of the intermittent zero-copy sendfile stall (docs/shim.md,
+# Reproducer of the (now fixed) zero-copy sendfile stall (docs/shim.md,
 # "Known limits" 6); not part of make check. Runs the zero-copy half of
 # zn_shim.sh's sendfile case (zn_shim_sendfile.py, both ends under the
 # shim) N times (default 20) and, when a client has not finished after
 # 20 s, prints both ends' TCP state (ss -tnioe, nstat), the processes'
 # kernel stacks, the NIC's counters, the shim's logs, 3 s of the client's
 # system calls (strace), then pings across the ports and says whether the
-# client resumed. It stalled in about one run of 100-200 with one host
+# client resumed. It stalled in about one run of 150 before the fix, with one host
 # core kept busy beside the guest:
 #   qemu/run --topology two-port --cpus 1 -- env N=200 selftests/zn_shim_sendfile_loop.sh
 # (TRACE=1 adds tracepoints of the last run to what a hang prints).

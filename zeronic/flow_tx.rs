@@ -235,6 +235,13 @@ impl Flow {
     /// Process context, the socket locked.
     pub(crate) fn push_sends(&self, sk: &mut Locked<'_, context::Process>) {
         let mut pending = self.tx_pending.lock();
+        // Published before TCP sees the send: `tcp_sendmsg_locked()` itself
+        // calls `sk_write_space` (every segment it sends runs
+        // `tcp_check_space()`, also after the `SOCK_NOSPACE` of its EAGAIN is
+        // set), and `sk_stream_write_space` then clears `SOCK_NOSPACE`. A
+        // hook still seeing "nothing pending" there dropped the only wake-up
+        // TCP would give, leaving the rest of the send unqueued for good.
+        self.tx_pending_hint.store(!pending.is_empty(), Relaxed);
         while let Some(p) = pending.first_mut() {
             if p.queued == 0 {
                 // Sequence number of the send's first byte: nothing queued
@@ -250,7 +257,8 @@ impl Flow {
                 }
                 // TCP took all that was offered: offer the next pages.
                 Ok(true) => {}
-                // The send buffer is full: `sk_write_space` will call again.
+                // The send buffer is full: TCP set `SOCK_NOSPACE`, so
+                // `sk_write_space` calls again (or already queued the work).
                 Ok(false) => break,
                 Err(e) => {
                     // The connection cannot send: the send completes (with
