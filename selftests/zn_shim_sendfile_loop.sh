@@ -52,12 +52,8 @@ for i in $(seq ${N:-20}); do
 		echo "--- logs"; grep -h "waiting" $D/cli.log; tail -3 $D/cli.log
 		echo "--- dmesg"; dmesg | tail -20
 		# A send's ubuf_info whose reference was lost, or an skb nothing
-		# points to any more, shows up here (two scans: kmemleak reports
-		# only objects unreferenced for 5 s).
-		if [ -w /sys/kernel/debug/kmemleak ]; then
-			echo scan >/sys/kernel/debug/kmemleak; zn_nap 6; echo scan >/sys/kernel/debug/kmemleak
-			echo "--- kmemleak"; head -80 /sys/kernel/debug/kmemleak
-		fi
+		# points to any more, shows up here.
+		echo "--- kmemleak"; zn_kmemleak_check && echo "no leaks"
 		if [ "${TRACE:-0}" = 1 ]; then
 			echo 0 >$TR/tracing_on
 			echo "--- trace: $(grep -vc '^#' $TR/trace) events, the last 400"
