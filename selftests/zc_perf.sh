@@ -52,7 +52,7 @@
 # `zc_perf.sh --digests FILE` writes them (scripts/check does, to
 # out/check/zc_perf.digests: a second natively); in the guest that file is
 # used if it was made for this zn-perf binary and these sizes, else the
-# digests are computed here (a few seconds of TCG).
+# digests are computed here (about 10 s of TCG with SHA-256).
 set -u
 ZN_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PERF=${ZN_PERF_BIN:-$ZN_ROOT/target/release/zn-perf}
