@@ -60,6 +60,7 @@ use crate::{
             CmdFlow,
             CMD_FLOW_INSTALL,
             CMD_FLOW_REMOVE,
+            CMD_NOP,
             FLOW_RX_RING,
             FLOW_RX_SEGMENTS,
             IPPROTO_TCP, //
@@ -267,7 +268,23 @@ fn remove_nic_flow(ctl: &Control, hw_index: u32) -> bool {
         flow: hw_index,
         ..Default::default()
     };
-    match ctl.with_bound(|_, cmds| cmds.exec(cmd.encode())) {
+    exec_confirms(ctl, cmd.encode())
+}
+
+/// Waits for the commands submitted before now to complete (process
+/// context): the NIC executes commands in order, so a `CMD_NOP` completing
+/// says they did. `true` as for [`remove_nic_flow`].
+fn nic_caught_up(ctl: &Control) -> bool {
+    let nop = CmdFlow {
+        opcode: CMD_NOP,
+        ..Default::default()
+    };
+    exec_confirms(ctl, nop.encode())
+}
+
+/// Executes `cmd`: `true` if the NIC completed it or its reset completed.
+fn exec_confirms(ctl: &Control, cmd: [u8; 64]) -> bool {
+    match ctl.with_bound(|_, cmds| cmds.exec(cmd)) {
         // Any answer: the flow is not in the table any more.
         Ok(_) => true,
         // Unbound: its reset emptied the Flow Table, if it completed.
@@ -320,8 +337,18 @@ impl Flow {
             self.sock.lock().unbound_rcv_window();
         }
         self.control.remove_flow(self.hw_index, self);
-        let confirmed =
-            self.inner.lock().nic_removed || remove_nic_flow(&self.control, self.hw_index);
+        let (removed, given) = {
+            let inner = self.inner.lock();
+            (inner.nic_removed, inner.remove_given)
+        };
+        // A reset's removal went to the NIC: the index may be another
+        // flow's once it executed, so wait for it rather than remove again.
+        let confirmed = removed
+            || if given {
+                nic_caught_up(&self.control)
+            } else {
+                remove_nic_flow(&self.control, self.hw_index)
+            };
         let mut inner = self.inner.lock();
         inner.nic_removed |= confirmed;
         if confirmed {

@@ -27,15 +27,22 @@
 //! back to the application (completions with `ECANCELED`, or `ECONNRESET`
 //! after a reset). A connection that dies (reset, timeout) removes its NIC
 //! flow from softirq through the command queue; the segments are given back
-//! when that command completes.
+//! when that command completes. The NIC may give a removed flow's index to
+//! the next flow installed, so the driver's slot for it
+//! ([`crate::control::Control::remove_flow`]) is freed before each removal is
+//! submitted, and a flow is removed from the NIC once: a detach after the
+//! reset's removal was submitted waits for it (a later command completing
+//! says it did) instead of removing the index again, which may be another
+//! flow's by then.
 //!
 //! Locking: [`Flow::inner`] (a spinlock that keeps interrupts off) guards the
 //! receive and send state; it is taken in process context, softirq (TCP's
 //! receive path, NAPI) and wherever skbs are freed (send completions). It
 //! nests inside the socket lock and outside the CQ's lock and the command
 //! queue's (a flow submits its commands under it; the queue calls flows back,
-//! `CmdDone` and `CmdRoom`, only after dropping its own); nothing sleeps
-//! under it.
+//! `CmdDone` and `CmdRoom`, only after dropping its own) and the NIC's flow
+//! slots ([`crate::control::Control`]'s `flows`, a leaf lock); nothing
+//! sleeps under it.
 
 use kernel::{
     net::{
@@ -187,6 +194,9 @@ pub(crate) struct FlowInner {
     pub(crate) event_posted: bool,
     /// The NIC flow was removed (confirmed): the segments may go back.
     pub(crate) nic_removed: bool,
+    /// The reset's `CMD_FLOW_REMOVE` was submitted (it completes later):
+    /// nothing may remove the flow's index again.
+    pub(crate) remove_given: bool,
     /// The end of the receive room the NIC has: stream offset past the last
     /// segment whose `MS_POST` it executed (message mode), or its ring head
     /// plus the ring's size (stream mode). The receive window ends here,
@@ -317,6 +327,7 @@ impl Flow {
                     eof_reported: false,
                     event_posted: false,
                     nic_removed: false,
+                    remove_given: false,
                     nic_edge,
                     edges,
                     deferred: Deferred::default(),
@@ -634,6 +645,12 @@ impl Flow {
         // CAST: errno values are small positive numbers.
         let status = err.unsigned_abs() as u16;
         self.post_event(&mut inner, status, 0);
+        // The NIC may reuse the index once it executed the removal, for a
+        // flow whose attach then needs the slot (or fails with EIO): free
+        // it first. Header entries still queued for this flow are dropped,
+        // as the connection is dead. Not the last reference: the caller
+        // holds one.
+        self.control.remove_flow(self.hw_index, self);
         // From softirq: the segments go back once the NIC confirmed. If the
         // NIC is broken or going away, its reset stops it; the segments are
         // given back when the flow is detached.

@@ -198,8 +198,10 @@ impl Flow {
     /// gives the segments back. If the command queue is closed, the NIC is
     /// broken or going away: its reset removes the flow.
     pub(crate) fn remove_after_reset(self: &Arc<Self>, inner: &mut FlowInner) {
-        if let Ok(false) = self.give(inner, self.remove_cmd(), None, true) {
-            inner.deferred.remove = true;
+        match self.give(inner, self.remove_cmd(), None, true) {
+            Ok(true) => inner.remove_given = true,
+            Ok(false) => inner.deferred.remove = true,
+            Err(_) => {}
         }
     }
 
@@ -246,6 +248,7 @@ impl Flow {
             if !self.give(inner, self.remove_cmd(), None, true)? {
                 return Ok(());
             }
+            inner.remove_given = true;
             inner.deferred.remove = false;
         }
         Ok(())
