@@ -210,6 +210,7 @@ impl Ulp for ZnUlp {
             sk.sock().to_aref(),
             target,
             rx_isn,
+            tuple,
             hw_index,
             TxState::new(),
         );

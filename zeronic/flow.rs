@@ -48,6 +48,7 @@ use kernel::{
     net::{
         sock::{
             context::LockContext,
+            Ipv4Tuple,
             Locked,
             TcpSock,
             TcpState,
@@ -237,6 +238,10 @@ pub(crate) struct Flow {
     pub(crate) target: RxTarget,
     /// Sequence number of receive stream offset 0.
     pub(crate) rx_isn: u32,
+    /// The connection's addresses and ports: a header entry under the
+    /// flow's index whose packet is not of this connection is dropped
+    /// (`hdrq.rs`).
+    pub(crate) tuple: Ipv4Tuple,
     /// Index of the flow in the NIC's Flow Table.
     pub(crate) hw_index: u32,
     pub(crate) stats: FlowStats,
@@ -281,6 +286,7 @@ impl Flow {
         sock: ARef<TcpSock>,
         target: RxTarget,
         rx_isn: u32,
+        tuple: Ipv4Tuple,
         hw_index: u32,
         tx: TxState,
     ) -> Result<Arc<Self>> {
@@ -304,6 +310,7 @@ impl Flow {
                 sock,
                 target,
                 rx_isn,
+                tuple,
                 hw_index,
                 stats: FlowStats {
                     rx_placed: Atomic::new(0),

@@ -35,6 +35,7 @@ use kernel::{
             RxChecksum,
             MAX_SKB_FRAGS, //
         },
+        sock::Ipv4Tuple,
     },
     page::Page,
     prelude::*,
@@ -100,6 +101,20 @@ fn parse(hdr: &[u8]) -> Option<Layout> {
     })
 }
 
+/// Whether the packet of `hdr` came from `t`'s peer to `t`'s socket. The NIC
+/// reports a flow's packets under its Flow Table index, which it gives to
+/// the next flow installed once the flow is removed: without this, an entry
+/// of the old flow still queued then (or one a broken NIC misfiles) would
+/// build skbs of this flow's pages under another connection's header, for
+/// TCP to deliver to that connection.
+fn of_connection(hdr: &[u8], l: &Layout, t: &Ipv4Tuple) -> bool {
+    let (ip, tcp) = (l.ip, l.tcp);
+    hdr.get(ip + 12..ip + 16) == Some(&t.daddr.octets()[..])
+        && hdr.get(ip + 16..ip + 20) == Some(&t.saddr.octets()[..])
+        && hdr.get(tcp..tcp + 2) == Some(&t.dport.to_be_bytes()[..])
+        && hdr.get(tcp + 2..tcp + 4) == Some(&t.sport.to_be_bytes()[..])
+}
+
 /// The IPv4 header checksum of `ip` (its checksum field zeroed first).
 fn ip_checksum(ip: &mut [u8]) -> u16 {
     if let Some(c) = ip.get_mut(10..12) {
@@ -157,6 +172,9 @@ pub(crate) fn deliver(
         .get(HDRQ_HDR_OFFSET..HDRQ_HDR_OFFSET + usize::from(e.hdr_len))
         .ok_or(EINVAL)?;
     let layout = parse(hdr).ok_or(EINVAL)?;
+    if !of_connection(hdr, &layout, &flow.tuple) {
+        return Err(EINVAL);
+    }
     let payload = if e.flags & HDRF_NO_PAYLOAD != 0 {
         0
     } else {
@@ -232,4 +250,71 @@ pub(crate) fn deliver(
         }
     }
     Ok(delivered)
+}
+
+#[kernel::macros::kunit_tests(zeronic_hdrq)]
+mod tests {
+    use super::*;
+    use core::net::Ipv4Addr;
+
+    /// The socket 10.0.0.1:5000 connected to 10.0.0.2:80.
+    const T: Ipv4Tuple = Ipv4Tuple {
+        saddr: Ipv4Addr::new(10, 0, 0, 1),
+        sport: 5000,
+        daddr: Ipv4Addr::new(10, 0, 0, 2),
+        dport: 80,
+    };
+
+    /// An Ethernet + IPv4 + TCP header (no options) from `src:sport` to
+    /// `dst:dport`.
+    fn header(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> [u8; MIN_HDR] {
+        let mut h = [0u8; MIN_HDR];
+        h[12..14].copy_from_slice(&ETH_P_IP.to_be_bytes());
+        h[14] = 0x45;
+        h[23] = IPPROTO_TCP;
+        h[26..30].copy_from_slice(&src);
+        h[30..34].copy_from_slice(&dst);
+        h[34..36].copy_from_slice(&sport.to_be_bytes());
+        h[36..38].copy_from_slice(&dport.to_be_bytes());
+        h[46] = 5 << 4;
+        h
+    }
+
+    /// Only the peer's packets to the socket are the connection's: not
+    /// those of another port or address, nor the socket's own direction.
+    #[test]
+    fn packets_of_the_connection() {
+        let ours = header([10, 0, 0, 2], 80, [10, 0, 0, 1], 5000);
+        let l = parse(&ours).expect("a minimal header parses");
+        assert!(of_connection(&ours, &l, &T));
+        for other in [
+            header([10, 0, 0, 2], 81, [10, 0, 0, 1], 5000),
+            header([10, 0, 0, 2], 80, [10, 0, 0, 1], 5001),
+            header([10, 0, 0, 3], 80, [10, 0, 0, 1], 5000),
+            header([10, 0, 0, 2], 80, [10, 0, 0, 9], 5000),
+            header([10, 0, 0, 1], 5000, [10, 0, 0, 2], 80),
+        ] {
+            let l = parse(&other).expect("a minimal header parses");
+            assert!(!of_connection(&other, &l, &T));
+        }
+    }
+
+    /// Headers that are not exactly Ethernet II + IPv4 + TCP are refused.
+    #[test]
+    fn parse_refuses_other_headers() {
+        let good = header([10, 0, 0, 2], 80, [10, 0, 0, 1], 5000);
+        assert!(parse(&good[..MIN_HDR - 1]).is_none());
+        let mut h = good;
+        h[12] = 0x86;
+        assert!(parse(&h).is_none());
+        let mut h = good;
+        h[23] = 17;
+        assert!(parse(&h).is_none());
+        let mut h = good;
+        h[14] = 0x44;
+        assert!(parse(&h).is_none());
+        let mut h = good;
+        h[46] = 6 << 4;
+        assert!(parse(&h).is_none());
+    }
 }
