@@ -1,7 +1,10 @@
 # ZeroNIC for Linux: top-level entry points.
 #
 #   make demo     boot the emulated host(s) and show ZeroNIC working
-#   make check    run the whole test suite (ends with "N passed, N failed")
+#   make check    run the whole test suite (ends with "N passed, N failed");
+#                 T="net_tcp.sh nic_faults.sh" runs only those tests
+#   make check-quick  the edit-test loop's smoke test (a few minutes; not the gate)
+#   make check-soak   the zero-copy wire cases at 1 GiB each way
 #   make setup    install packages and tools, build kernel, module, userspace
 #   make bench    the benchmark suite on a release kernel (out/bench/report.md)
 #
@@ -25,13 +28,13 @@ KDIR_RELEASE = $(shell ZN_KERNEL_VARIANT=release scripts/kdir)
 MODULE_RELEASE_SRC = $(CURDIR)/out/release/src
 
 .PHONY: all setup packages kernel module userspace selftests-build \
-	check demo bench bench-model bench-net kernel-release module-release \
+	check check-quick check-soak demo bench bench-model bench-net kernel-release module-release \
 	clean help
 
 all: setup
 
 help:
-	@sed -n '3,9p' Makefile
+	@sed -n '3,12p' Makefile
 
 setup: packages kernel module userspace selftests-build
 
@@ -61,12 +64,26 @@ module-release: kernel-release
 		"$(CURDIR)/" "$(MODULE_RELEASE_SRC)/"
 	$(MAKE) -C "$(KDIR_RELEASE)" M="$(MODULE_RELEASE_SRC)" modules
 
-# kselftest-style C programs, built against the kernel tree's selftest harness.
-selftests-build: kernel
+# kselftest-style C programs, built against the kernel tree's selftest harness
+# (zn_example links target/release/libzeronic.so).
+selftests-build: kernel userspace
 	$(MAKE) -C selftests KDIR="$(KDIR)"
 
 check: setup
-	@scripts/check
+	@T="$(T)" scripts/check
+
+# The smoke tier: no `make setup` (run it, or make check, once first), only
+# incremental builds of what changed, then scripts/check with the quick
+# suite and static checks (cargo fmt --check, rustfmt, cargo test).
+check-quick:
+	@scripts/kdir >/dev/null || { echo "zeronic: no kernel built yet: run make setup once" >&2; exit 1; }
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" modules
+	cargo build --workspace --release --all-targets
+	$(MAKE) -C selftests KDIR="$(KDIR)"
+	@ZN_SUITE=selftests/suite-quick.conf ZN_CHECK_QUICK=1 scripts/check
+
+check-soak: setup
+	@ZN_SUITE=selftests/suite-soak.conf ZN_CHECK_STATIC=0 scripts/check
 
 demo: setup
 	@scripts/demo
