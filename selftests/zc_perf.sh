@@ -28,6 +28,11 @@
 #    copies are reported;
 #  - no flow ends reset (state attached or eof when its counters are read,
 #    no error event while zn-perf detaches it);
+#  - each wire case exercised what it exists for, as floors on the change
+#    of both namespaces' TCP counters and both ports' NIC counters over the
+#    case (zp_floors): at 1% and 5% loss each end retransmitted, and each
+#    port placed frames out of order and dropped duplicates; on the clean
+#    wire a receiver out of posted room stalled its peer (zero windows);
 #  - after each run (both processes gone) the NIC-wide query shows
 #    mr_in_use, pinned_pages and flows_in_use back to their value before it.
 #
@@ -40,9 +45,15 @@
 #
 # Sizes (per direction; the ports run at MTU 65280 during the test, restored
 # after, since at MTU 1500 TCG moves only about 20 MiB/s): the six
-# wire/mode cases move 1 GiB each way. The interop cases move 256M, the 64
-# flows 4M each, the mixed pairs 128M each. ZN_PERF_CLEAN, ZN_PERF_LOSS1,
-# ZN_PERF_LOSS5 override the sizes of the clean, 1% and 5% loss cases.
+# wire/mode cases move 256 MiB each way, each receiver posting a sixteenth
+# of that (zp_room), so every flow turns its posted room over 16 times per
+# direction. The interop cases move 256M, the 64 flows 4M each, the mixed
+# pairs 128M each. ZN_PERF_CLEAN, ZN_PERF_LOSS1, ZN_PERF_LOSS5 override the
+# sizes of the clean, 1% and 5% loss cases (make check-soak: 1G each, 64
+# MiB posted), ZN_PERF_WIRES the wires ("clean 1 5"), and ZN_PERF_EXTRA=0
+# leaves out the interop, 64-flow and mixed cases (make check-quick: the
+# clean wire's two receive modes at 32M). The floors scale with the sizes
+# and apply from 64 MiB up.
 #
 # Stream digests: every receiver hashes what it got; what it is compared
 # with, the SHA-256 of each stream a case sends (flow i of a case sends the
@@ -56,9 +67,11 @@
 set -u
 ZN_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PERF=${ZN_PERF_BIN:-$ZN_ROOT/target/release/zn-perf}
-CLEAN=${ZN_PERF_CLEAN:-1G}
-LOSS1=${ZN_PERF_LOSS1:-1G}
-LOSS5=${ZN_PERF_LOSS5:-1G}
+CLEAN=${ZN_PERF_CLEAN:-256M}
+LOSS1=${ZN_PERF_LOSS1:-256M}
+LOSS5=${ZN_PERF_LOSS5:-256M}
+WIRES=${ZN_PERF_WIRES:-clean 1 5}
+EXTRA=${ZN_PERF_EXTRA:-1}
 # The digest (zn-perf --hash): the SHA-256 of every stream, as the
 # acceptance asks; ZN_PERF_HASH=xxh64 checks its XXH64 instead (the
 # receivers' hashing then costs about 0.4 guest CPU-seconds per GiB
@@ -248,36 +261,76 @@ zp_check() {
 	return "$rc"
 }
 
-# zp_why SIDE: what says why a receiver copied: the port's fallback
-# counters (ethtool -S: frames the NIC handed to the normal path for lack of
-# posted space or out-of-order room, or dropped for a full header queue)
-# and TCP's prune and collapse counters (a pruned queue is copied); and how
-# often a receiver out of posted room stalled its peer (zero windows
-# advertised, window probes sent).
-zp_why() {
-	local ifc
-	ifc=$(zn_side_if "$1")
-	{
-		zn_in "$1" ethtool -S "$ifc" | awk '$1 ~ /^hw_rx_(fallback|ooo_full|hdrq_full|dup_frames):$/ { print $1 $2 }'
-		zn_in "$1" nstat -az TcpExtPruneCalled TcpExtTCPRcvCollapsed TcpExtTCPLossProbes TcpRetransSegs \
-			TcpExtTCPToZeroWindowAdv TcpExtTCPWinProbe |
-			awk '/^Tcp/ { print $1 "=" $2 }'
-	} | tr '\n' ' '
+# zp_counters SIDE: the counters that say what a case exercised, as
+# "NAME VALUE" lines (totals since boot: a case's share is the change):
+# the port's NIC counters (ethtool -S: frames placed out of order, dropped
+# as duplicates, handed to the normal path for lack of posted space or
+# out-of-order room, dropped for a full header queue) and the namespace's
+# TCP counters (retransmissions, prunes and collapses, which copy, and how
+# often a receiver out of posted room stalled its peer: zero windows
+# advertised, window probes).
+zp_counters() {
+	zn_in "$1" ethtool -S "$(zn_side_if "$1")" |
+		awk '$1 ~ /^hw_rx_(ooo_frames|dup_frames|fallback|ooo_full|hdrq_full):$/ { sub(":", "", $1); print $1, $2 }'
+	zn_in "$1" nstat -az TcpRetransSegs TcpExtTCPToZeroWindowAdv TcpExtTCPWinProbe TcpExtPruneCalled \
+		TcpExtTCPRcvCollapsed TcpExtTCPLossProbes | awk '/^Tcp/ { print $1, $2 }'
 }
 
-# zp_case NAME PORT BYTES FLOWS CLEAN "SERVER OPTIONS" "CLIENT OPTIONS":
-# a run, its checks, and the NIC's counters back afterwards.
+# zp_delta BEFORE AFTER: "NAME=CHANGE" words, in AFTER's order.
+zp_delta() {
+	awk 'NR == FNR { v[$1] = $2; next } { printf "%s=%d ", $1, $2 - v[$1] }' "$1" "$2"
+}
+
+# zp_floors WIRE BYTES DELTA_A DELTA_B: fails, saying which, unless the case
+# exercised what its wire is there for. Expected counts scale with the bytes
+# (in 64 KiB segments, MTU 65280): at 1% loss each direction loses and
+# duplicates about 1 in 100 of them, at 5% with 2% reordered 5 in 100.
+# The floors are about a third of the counts seen, far below the chance of a
+# lossy wire producing fewer (docs/testing.md); under 64 MiB (the quick
+# tier) there are none.
+zp_floors() {
+	local wire=$1 segs=$(($2 >> 16)) delta_a=$3 delta_b=$4 s kv k want got rc=0
+	local -A d
+	[ "$segs" -ge 1024 ] || return 0
+	for s in a b; do
+		d=()
+		if [ "$s" = a ]; then kv=$delta_a; else kv=$delta_b; fi
+		for kv in $kv; do d[${kv%%=*}]=${kv#*=}; done
+		case $wire in
+		clean) set -- TcpExtTCPToZeroWindowAdv 1 ;;
+		1) set -- TcpRetransSegs $((segs / 300)) hw_rx_ooo_frames $((segs / 300)) hw_rx_dup_frames $((segs / 1000)) ;;
+		5) set -- TcpRetransSegs $((segs / 60)) hw_rx_ooo_frames $((segs / 60)) hw_rx_dup_frames $((segs / 1000)) ;;
+		esac
+		while [ $# -gt 0 ]; do
+			k=$1 want=$2
+			shift 2
+			got=${d[$k]:-0}
+			if [ "$got" -lt "$want" ]; then
+				echo "side $s: $k rose by $got over the case, below its floor $want: the case did not exercise what it is for"
+				rc=1
+			fi
+		done
+	done
+	return "$rc"
+}
+
+# zp_case NAME PORT BYTES FLOWS CLEAN "SERVER OPTIONS" "CLIENT OPTIONS"
+# [WIRE]: a run, its checks, what it exercised (with WIRE, its floors), and
+# the NIC's counters back afterwards.
 zp_case() {
-	local name=$1 port=$2 bytes=$3 flows=$4 clean=$5 srv=$6 cli=$7 before rc=0 t0
+	local name=$1 port=$2 bytes=$3 flows=$4 clean=$5 srv=$6 cli=$7 wire=${8:-} before rc=0 t0 s da db
 	before=$(zn_nic_use "$PERF") || return 1
+	for s in a b; do zp_counters "$s" >"$TMPD/$name.$s.before"; done
 	t0=$SECONDS
 	zp_pair "$name" "$port" "$srv" "$cli" || rc=1
 	zn_diag "$name: $((SECONDS - t0)) s"
-	# Totals since boot (the namespaces' TCP counters, the ports' NIC
-	# counters): the case's share is the change from the line before.
-	zn_diag "$name: a: $(zp_why a)"
-	zn_diag "$name: b: $(zp_why b)"
+	for s in a b; do zp_counters "$s" >"$TMPD/$name.$s.after"; done
+	da=$(zp_delta "$TMPD/$name.a.before" "$TMPD/$name.a.after")
+	db=$(zp_delta "$TMPD/$name.b.before" "$TMPD/$name.b.after")
+	zn_diag "$name: a: $da"
+	zn_diag "$name: b: $db"
 	[ "$rc" = 0 ] && { zp_check "$name" "$bytes" "$flows" "$clean" || rc=$?; }
+	[ "$rc" = 0 ] && [ -n "$wire" ] && { zp_floors "$wire" "$bytes" "$da" "$db" || rc=1; }
 	zn_nic_use_back "$PERF" "$before" 5 || rc=1
 	return "$rc"
 }
@@ -291,15 +344,22 @@ zp_set_mtu() {
 		zn_in b ip link set dev "$ZN_IF_B" mtu "$1"
 }
 
-# Receivers post 64 MiB per flow (256 segments of 256K, or a 64M ring), and
-# zn-perf clamps their TCP window to a quarter of that, at most 4 MiB. With
-# --verify under TCG the ends are CPU-bound and the receiving side of a
-# bidirectional run falls behind by all its posted room now and then: the
-# receive window, which ends at the posted room, then stalls the sender
-# (nothing is copied on the clean wire).
+# zp_room BYTES: the receive room a wire case's receiver posts per flow, a
+# sixteenth of what it receives (a power of two, 1-64 MiB): 16 MiB at
+# 256 MiB, as 256 segments of 256K or a 16M ring. zn-perf clamps the TCP
+# window to a quarter of it, at most 4 MiB. With --verify under TCG the
+# ends are CPU-bound and the receiving side of a bidirectional run falls
+# behind by all its posted room now and then: the receive window, which
+# ends at the posted room, then stalls the sender (nothing is copied on the
+# clean wire; zp_floors asks for at least one such stall).
+zp_room() {
+	local r=$((1 << 20))
+	while [ $((r * 2)) -le $(($1 / 16)) ] && [ "$r" -lt $((64 << 20)) ]; do r=$((r * 2)); done
+	echo "$r"
+}
 MSG="-s 256K"
-RXM="--rx message --rx-depth 256"
-RXS="--rx stream --ring 64M"
+# The interop and mixed cases' receivers: 16 MiB.
+RXM="--rx message --rx-depth 64"
 
 # The stream digests (see the top): the host's, or computed here.
 DIG="--hash $HASH --digests $TMPD/digests"
@@ -313,10 +373,10 @@ else
 fi
 
 zp_set_mtu "$MTU" || ktap_exit_fail_msg "cannot set MTU $MTU on $ZN_IF_A/$ZN_IF_B"
-zn_diag "MTU $MTU on both ports; clean $CLEAN, 1% loss $LOSS1, 5% loss $LOSS5 each way"
+zn_diag "MTU $MTU on both ports; wires $WIRES: clean $CLEAN, 1% loss $LOSS1, 5% loss $LOSS5 each way"
 
 n=0
-for wire in clean 1 5; do
+for wire in $WIRES; do
 	case $wire in
 	clean) size=$CLEAN; clean=1 ;;
 	1) size=$LOSS1; clean=0 ;;
@@ -329,15 +389,25 @@ for wire in clean 1 5; do
 		zp_wire loss="$wire" reorder=2 dup=1
 		what="$wire% loss, reordering, duplication"
 	fi
+	room=$(zp_room "$(bytes_of "$size")")
 	for rx in message stream; do
 		n=$((n + 1))
-		if [ "$rx" = message ]; then rxo=$RXM; else rxo=$RXS; fi
-		zn_case "$what: $size each way, offloaded both ends, rx $rx, verified, placed not copied$([ "$clean" = 1 ] || echo ' (copies reported)'), NIC counters back" \
+		if [ "$rx" = message ]; then
+			rxo="--rx message --rx-depth $((room >> 18))"
+		else
+			rxo="--rx stream --ring $((room >> 20))M"
+		fi
+		zn_case "$what: $size each way, offloaded both ends, rx $rx, $((room >> 20)) MiB posted, verified, placed not copied$([ "$clean" = 1 ] || echo ' (copies reported)'), events at their floors, NIC counters back" \
 			zp_case "bidir-$wire-$rx" $((5300 + n)) "$(bytes_of "$size")" 1 "$clean" \
-			"--mode offload $rxo" "--mode offload $rxo $MSG -n $size --bidir --verify $DIG"
+			"--mode offload $rxo" "--mode offload $rxo $MSG -n $size --bidir --verify $DIG" "$wire"
 	done
 done
 zp_wire loss=0 reorder=0 dup=0
+
+if [ "$EXTRA" = 0 ]; then
+	ktap_finished
+	exit
+fi
 
 zn_case "interop: offloaded sender to a plain Linux TCP receiver, 256M verified, NIC counters back" \
 	zp_case interop-off-plain 5311 "$(bytes_of 256M)" 1 1 "--mode plain" "--mode offload -n 256M --verify $DIG"
