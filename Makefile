@@ -28,7 +28,7 @@ KDIR_RELEASE = $(shell ZN_KERNEL_VARIANT=release scripts/kdir)
 MODULE_RELEASE_SRC = $(CURDIR)/out/release/src
 
 .PHONY: all setup packages kernel module userspace selftests-build \
-	check check-quick check-soak demo bench bench-model bench-net kernel-release module-release \
+	check check-quick check-soak demo bench bench-packages bench-model bench-net kernel-release module-release \
 	clean help
 
 all: setup
@@ -90,8 +90,12 @@ demo: setup
 
 # The whole benchmark suite (docs/performance.md): setup, the release kernel
 # and module, one two-port guest; prints the tables and key=value lines.
-bench: setup module-release
+bench: setup module-release bench-packages
 	@scripts/bench
+
+# What only the benchmarks use (RDMA baselines, the plots' font).
+bench-packages: packages
+	@scripts/setup-packages --bench
 
 bench-model: packages
 	cargo run --release -p zeronic-nic --bin bench-model
