@@ -116,7 +116,8 @@ MTU=65280
 TMO=600
 
 zn_load
-zn_net_start 10
+# Two receive modes per wire, then interop (2), 64 flows and mixed pairs.
+zn_net_start $(($(wc -w <<<"$WIRES") * 2 + (EXTRA == 0 ? 0 : 4)))
 
 if [ ! -x "$PERF" ]; then
 	ktap_exit_fail_msg "no $PERF (cargo build --release --workspace)"
