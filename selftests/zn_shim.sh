@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 # Unmodified applications over the LD_PRELOAD shim (target/release/
 # libzn_shim.so, docs/shim.md), topology two-port: servers on side b,
-# clients on side a, each run once with the shim on both ends and once
-# without. Every case checks the application's own correctness (iperf3:
-# bytes received = bytes sent; redis: values read back equal, byte for
+# clients on side a, each run with the shim on both ends (the runs are
+# selftests/zn_shim_lib.sh's; iperf3 also once without, the control that
+# the set-up itself works: the comparison of every application with and
+# without the shim is make bench's, scripts/bench-guest's shim part).
+# Every case checks the application's own correctness (iperf3: bytes
+# received = bytes sent; redis: values read back equal, byte for
 # byte, what was written; nginx: the file's SHA-256; sockperf, its server
 # and client waiting in select, poll or epoll: every reply equal to its
 # request, none dropped, duplicated or out of order) and that the offload
@@ -21,10 +24,10 @@
 # room give or take a window-scale unit, so a frame may cross the room's
 # end). Nothing else may be copied: small segments, ring wraps and
 # segments that reach a busy socket's backlog are placed. Each case prints
-# throughput (or requests/s, or sockperf's latency) with and without the
-# shim and, for the bulk cases, the guest's CPU seconds per GiB moved
-# (system-wide, /proc/stat). Last, once every application exited, no
-# region, pin or flow of NIC 0 is left (zn-perf query).
+# its throughput (or requests/s, or sockperf's latency) with the shim and,
+# for the bulk cases, the guest's CPU seconds per GiB moved (system-wide,
+# /proc/stat). Last, once every application exited, no region, pin or
+# flow of NIC 0 is left (zn-perf query).
 #
 # ZN_SHIM_SECS: seconds per iperf3 run (default 3).
 # ZN_SHIM_SOCKPERF_SECS: seconds per sockperf client run (-t, default 1).
@@ -37,6 +40,7 @@ set -u
 zn_need_topology two-port
 
 . "$(dirname "$0")/net_lib.sh"
+. "$(dirname "$0")/zn_shim_lib.sh"
 
 SHIM=$ZN_ROOT/target/release/libzn_shim.so
 SECS=${ZN_SHIM_SECS:-3}
@@ -78,11 +82,6 @@ shim_case() {
 	else
 		ktap_test_fail "$desc"
 	fi
-}
-
-# busy: the guest's non-idle CPU seconds so far (all CPUs, /proc/stat).
-busy() {
-	awk '$1 == "cpu" { hz = 100; print ($2 + $3 + $4 + $7 + $8) / hz }' /proc/stat
 }
 
 # zc_snap: "placed copied merged nospace" summed over both ports: the
@@ -224,55 +223,20 @@ release_summary() {
 		END { printf "%d pooled (mean %.0f us), %d deregistered (mean %.0f us)\n", n["pooled"], n["pooled"] ? t["pooled"] / n["pooled"] : 0, n["deregistered"], n["deregistered"] ? t["deregistered"] / n["deregistered"] : 0 }'
 }
 
-# pre SHIM(0|1) NAME: the command prefix of a run with or without the shim.
-pre() {
-	if [ "$1" = 1 ]; then
-		echo env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/$2.stats" ZN_SHIM_LOG="$TMPD/$2.log"
-	else
-		echo env
-	fi
-}
-
-# iperf SHIM NAME PORT [iperf3 client options]: one iperf3 run; prints
-# "GBITS BYTES CPU_S_PER_GIB" or fails.
-iperf() {
-	local shim=$1 name=$2 port=$3 spid b0 b1 out ZN_PFX t0 t1
-	shift 3
-	t0=$(zn_now)
-	zn_pfx b
-	# shellcheck disable=SC2046 # the prefix words
-	"${ZN_PFX[@]}" timeout -k 5 $((SECS + 100)) $(pre "$shim" "$name") iperf3 -s -1 -B "$ADDR_B" -p "$port" >"$TMPD/$name.srv" 2>&1 &
-	spid=$!
-	zn_wait_listen b "$port" "$spid" || { kill "$spid"; return 1; }
-	b0=$(busy)
-	# shellcheck disable=SC2046
-	zn_in a timeout -k 5 $((SECS + 60)) $(pre "$shim" "$name") iperf3 -c "$ADDR_B" -p "$port" -t "$SECS" -J "$@" \
-		>"$TMPD/$name.json" 2>"$TMPD/$name.err" || { cat "$TMPD/$name.err" "$TMPD/$name.json" | tail -20; kill "$spid"; return 1; }
-	t1=$(zn_now)
-	wait "$spid" || { echo "iperf3 server failed:"; tail -5 "$TMPD/$name.srv"; return 1; }
-	b1=$(busy)
-	zn_diag "$name: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s to the client's exit, $(zn_secs_since "$t1") s more for the server's"
-	python3 - "$TMPD/$name.json" "$b0" "$b1" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-if "error" in r:
-    sys.exit("iperf3: " + r["error"])
-s, rcv = r["end"]["sum_sent"], r["end"]["sum_received"]
-# iperf3 stops counting at the end of the test: bytes still in flight
-# then are sent but not received, with or without the shim.
-if rcv["bytes"] <= 0 or rcv["bytes"] > s["bytes"]:
-    sys.exit("sent %d bytes, received %d" % (s["bytes"], rcv["bytes"]))
-cpu = float(sys.argv[3]) - float(sys.argv[2])
-print("%.3f %d %.1f" % (rcv["bits_per_second"] / 1e9, rcv["bytes"], cpu / (rcv["bytes"] / 2**30)))
-PY
-}
-
-# iperf_case NAME PORT [options]: with and without the shim.
+# iperf_case [--control] NAME PORT [options]: with the shim. --control:
+# first the same run without the shim (on PORT; the shim's on PORT + 1),
+# the control that iperf3, the ports and the test's set-up work, so that a
+# failure with the shim is the shim's.
 iperf_case() {
-	local name=$1 port=$2 with without c0 c1 off acc rc=0 w0 opts
+	local control=0 name port with without c0 c1 off acc rc=0 w0 opts
+	[ "$1" != --control ] || { control=1; shift; }
+	name=$1 port=$2
 	shift 2
 	opts=" $* "
-	without=$(iperf 0 "$name-plain" "$port" "$@") || { echo "without the shim: $without"; return 1; }
+	if [ "$control" = 1 ]; then
+		without=$(iperf 0 "$name-plain" "$port" "$@") || { echo "without the shim (the control): $without"; return 1; }
+		zn_diag "$name: without the shim (the control) ${without% *} (Gbit/s bytes)"
+	fi
 	c0=$(zc_snap)
 	w0=$(why_snap)
 	with=$(iperf 1 "$name-shim" $((port + 1)) "$@") || { echo "with the shim: $with"; tail "$TMPD/$name-shim.log" 2>/dev/null; return 1; }
@@ -282,7 +246,7 @@ iperf_case() {
 	# shellcheck disable=SC2046 # "GBITS BYTES CPU"
 	set -- $with
 	acc=$(zc_account "$c0" "$c1" "$2" "$2" "$TMPD/$name-shim.log") || rc=$?
-	zn_diag "$name: without shim ${without% *} (Gbit/s bytes), CPU ${without##* } s/GiB; with shim ${with% *}, CPU ${with##* } s/GiB; offloaded connections $off"
+	zn_diag "$name: with shim ${with% *} (Gbit/s bytes), CPU ${with##* } s/GiB; offloaded connections $off"
 	zn_diag "$name: ${acc//$'\n'/; }"
 	zn_diag "$name: shim counters: $(tr '\n' ';' <"$TMPD/$name-shim.stats")"
 	[ "$off" -ge 4 ] || { echo "only $off connections offloaded (control and data, both ends)"; return 1; }
@@ -296,9 +260,9 @@ iperf_case() {
 	return "$rc"
 }
 
-shim_case iperf "iperf3 (select, read/write) over the shim, with vs without" iperf_case iperf 5401
-shim_case iperfz "iperf3 -Z (sendfile) over the shim, with vs without" iperf_case iperfz 5411 -Z
-shim_case iperfr "iperf3 -R (server sends) over the shim, with vs without" iperf_case iperfr 5421 -R
+shim_case iperf "iperf3 (select, read/write) over the shim, and once without (the control)" iperf_case --control iperf 5401
+shim_case iperfz "iperf3 -Z (sendfile) over the shim" iperf_case iperfz 5411 -Z
+shim_case iperfr "iperf3 -R (server sends) over the shim" iperf_case iperfr 5421 -R
 
 # Requests per redis-benchmark run (values up to 1 KiB, and 64 KiB), over
 # 4 connections (each costs an attach with the shim): enough to check the
@@ -307,64 +271,8 @@ shim_case iperfr "iperf3 -R (server sends) over the shim, with vs without" iperf
 REDIS_N=${ZN_SHIM_REDIS_N:-200}
 REDIS_N64=${ZN_SHIM_REDIS_N64:-64}
 
-# redis_start SHIM NAME PORT: a redis-server on side b (no persistence
-# files outside $TMPD).
-redis_start() {
-	local ZN_PFX
-	zn_pfx b
-	# shellcheck disable=SC2046
-	"${ZN_PFX[@]}" timeout 900 $(pre "$1" "$2") redis-server --bind "$ADDR_B" --port "$3" --protected-mode no \
-		--save '' --appendonly no --dir "$TMPD" --dbfilename "$2.rdb" >"$TMPD/$2.srv" 2>&1 &
-	REDIS_PIDS+=($!)
-	zn_wait_listen b "$3" "$!"
-}
-
-# redis_bench SHIM NAME PORT: redis-benchmark SET/GET at 3 B, 1 KiB, 64 KiB
-# (plain and -P 16); prints "size:rps_set/rps_get ..." and checks a 1 MiB
-# value written and read back through redis-cli, and a BGSAVE under load.
-redis_run() {
-	local shim=$1 name=$2 port=$3 out d p n res="" b0 b1 h1 h2 ZN_PFX
-	redis_start "$shim" "$name" "$port" || return 1
-	b0=$(busy)
-	for d in 3 1024 65536; do
-		for p in 1 16; do
-			# 64 KiB values: fewer requests (TCG).
-			n=$REDIS_N
-			[ "$d" -le 1024 ] || n=$REDIS_N64
-			# shellcheck disable=SC2046
-			out=$(zn_in a timeout -k 5 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" \
-				-t set,get -n "$n" -c 4 -d "$d" -P "$p" -q --csv 2>&1) || { echo "redis-benchmark -d $d -P $p: $out"; return 1; }
-			res+=" d$d/P$p:$(echo "$out" | awk -F'"' '/^"SET"/ { s = $4 } /^"GET"/ { g = $4 } END { printf "%s/%s", s, g }')"
-		done
-	done
-	b1=$(busy)
-	# A 1 MiB value, and a BGSAVE (fork) while a benchmark runs.
-	head -c 1048576 /dev/urandom | base64 -w0 >"$TMPD/$name.val"
-	h1=$(sha256sum <"$TMPD/$name.val" | cut -d' ' -f1)
-	# shellcheck disable=SC2046
-	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" -x SET big <"$TMPD/$name.val" >/dev/null || { echo "SET big failed"; return 1; }
-	# shellcheck disable=SC2046
-	zn_in a timeout -k 5 120 $(pre "$shim" "$name-cli") redis-benchmark -h "$ADDR_B" -p "$port" -t set -n 400 -c 4 -d 1024 -q >/dev/null 2>&1 &
-	local bpid=$!
-	# shellcheck disable=SC2046
-	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" BGSAVE >/dev/null || { echo "BGSAVE failed"; return 1; }
-	wait "$bpid" || { echo "benchmark during BGSAVE failed"; return 1; }
-	# shellcheck disable=SC2046
-	h2=$(zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" --raw GET big | head -c -1 | sha256sum | cut -d' ' -f1)
-	[ "$h1" = "$h2" ] || { echo "1 MiB value read back differs ($h1 vs $h2)"; return 1; }
-	for _ in $(seq 50); do
-		[ -s "$TMPD/$name.rdb" ] && break
-		zn_nap 0.2
-	done
-	[ -s "$TMPD/$name.rdb" ] || { echo "BGSAVE wrote no $name.rdb"; return 1; }
-	# shellcheck disable=SC2046
-	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") redis-cli -h "$ADDR_B" -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1
-	echo "$res cpu $(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.1f", b - a }')s"
-}
-
 redis_case() {
-	local without with c0 c1 off acc rc=0 w0 nopool
-	without=$(redis_run 0 redis-plain 6400) || { echo "without the shim: $without"; return 1; }
+	local with c0 c1 off acc rc=0 w0 nopool
 	c0=$(zc_snap)
 	w0=$(why_snap)
 	with=$(redis_run 1 redis-shim 6401) || { echo "with the shim: $with"; tail "$TMPD/redis-shim.log" "$TMPD/redis-shim-cli.log" 2>/dev/null; return 1; }
@@ -381,8 +289,7 @@ redis_case() {
 	# The server read at least the 64 KiB SETs' values and sent the GETs'
 	# (-P 1 and -P 16).
 	acc=$(zc_account "$c0" "$c1" $((2 * REDIS_N64 * 65536)) $((2 * REDIS_N64 * 65536)) "$TMPD/redis-shim.log" "$TMPD/redis-shim-cli.log") || rc=$?
-	zn_diag "redis requests/s SET/GET without shim:$without"
-	zn_diag "redis requests/s SET/GET with shim:   $with"
+	zn_diag "redis requests/s SET/GET with shim:$with"
 	zn_diag "redis: ${acc//$'\n'/; }"
 	zn_diag "redis: attach times, server: $(attach_summary "$TMPD/redis-shim.log"); clients: $(attach_summary "$TMPD/redis-shim-cli.log")"
 	zn_diag "redis: releases, server: $(release_summary "$TMPD/redis-shim.log"); clients: $(release_summary "$TMPD/redis-shim-cli.log")"
@@ -390,62 +297,10 @@ redis_case() {
 	[ "$off" -ge 8 ] || { echo "server offloaded only $off connections"; return 1; }
 	return "$rc"
 }
-shim_case redis "redis-server + redis-benchmark (epoll, accept4, BGSAVE fork) over the shim, with vs without" redis_case
-
-# nginx_run SHIM NAME PORT: nginx (sendfile on, epoll, FIONBIO, a worker
-# process) on side b serving a 16 MiB file; curl fetches it (SHA-256
-# checked), then wrk measures requests/s for a 4 KiB file. Prints
-# "MIB_S RPS CPU_S_PER_GIB".
-nginx_run() {
-	local shim=$1 name=$2 port=$3 d=$TMPD/$2 npid h1 h2 b0 b1 t0 t1 rps ZN_PFX
-	mkdir -p "$d/www" "$d/tmp"
-	[ -e "$TMPD/big" ] || head -c $((16 << 20)) /dev/urandom >"$TMPD/big"
-	cp "$TMPD/big" "$d/www/big"
-	head -c 4096 /dev/urandom >"$d/www/small"
-	cat >"$d/nginx.conf" <<CONF
-daemon off;
-master_process on;
-worker_processes 1;
-user root;
-pid $d/nginx.pid;
-error_log $d/error.log;
-events { use epoll; }
-http {
-	sendfile on;
-	access_log off;
-	client_body_temp_path $d/tmp;
-	server {
-		listen $ADDR_B:$port;
-		root $d/www;
-	}
-}
-CONF
-	zn_pfx b
-	# shellcheck disable=SC2046
-	"${ZN_PFX[@]}" timeout 600 $(pre "$shim" "$name") nginx -e "$d/error.log" -p "$d" -c "$d/nginx.conf" >"$d/out" 2>&1 &
-	npid=$!
-	zn_wait_listen b "$port" "$npid" || { cat "$d/out" "$d/error.log"; kill "$npid"; return 1; }
-	h1=$(sha256sum <"$TMPD/big" | cut -d' ' -f1)
-	b0=$(busy)
-	t0=$(zn_now)
-	# shellcheck disable=SC2046
-	h2=$(zn_in a timeout -k 5 300 $(pre "$shim" "$name-cli") curl -sS "http://$ADDR_B:$port/big" | sha256sum | cut -d' ' -f1)
-	t1=$(zn_now)
-	b1=$(busy)
-	# shellcheck disable=SC2046
-	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") wrk -t1 -c4 -d3s "http://$ADDR_B:$port/small" >"$d/wrk" 2>&1
-	rps=$(awk '/^Requests\/sec:/ { print $2 }' "$d/wrk")
-	kill -QUIT "$npid" 2>/dev/null
-	wait "$npid" 2>/dev/null
-	[ "$h1" = "$h2" ] || { echo "curl's 16 MiB differ from the file ($h2 vs $h1)"; tail -5 "$d/error.log"; return 1; }
-	awk -v r="$rps" 'BEGIN { exit !(r > 0) }' || { echo "wrk measured '$rps' requests/s:"; cat "$d/wrk"; return 1; }
-	awk -v a="$t0" -v b="$t1" -v c0="$b0" -v c1="$b1" -v r="$rps" \
-		'BEGIN { printf "%.1f %s %.1f", 16 / (b - a), r, (c1 - c0) / (16 / 1024) }'
-}
+shim_case redis "redis-server + redis-benchmark (epoll, accept4, BGSAVE fork) over the shim" redis_case
 
 nginx_case() {
-	local without with c0 c1 off acc rc=0 w0
-	without=$(nginx_run 0 nginx-plain 8080) || { echo "without the shim: $without"; return 1; }
+	local with c0 c1 off acc rc=0 w0
 	c0=$(zc_snap)
 	w0=$(why_snap)
 	with=$(nginx_run 1 nginx-shim 8081) || { echo "with the shim: $with"; tail "$TMPD/nginx-shim.log" 2>/dev/null; return 1; }
@@ -453,7 +308,7 @@ nginx_case() {
 	zn_diag "nginx: normal-path counters: $(why_delta "$w0" "$(why_snap)")"
 	off=$(shimstat "$TMPD/nginx-shim.stats" offloaded)
 	acc=$(zc_account "$c0" "$c1" $((16 << 20)) $((16 << 20)) "$TMPD/nginx-shim.log" "$TMPD/nginx-shim-cli.log") || rc=$?
-	zn_diag "nginx: without shim ${without} (curl MiB/s, wrk 4 KiB requests/s, CPU s/GiB of the curl); with shim ${with}; offloaded $off"
+	zn_diag "nginx: with shim ${with} (curl MiB/s, wrk 4 KiB requests/s, CPU s/GiB of the curl); offloaded $off"
 	zn_diag "nginx: ${acc//$'\n'/; }"
 	zn_diag "nginx: attach times, server: $(attach_summary "$TMPD/nginx-shim.log"); clients: $(attach_summary "$TMPD/nginx-shim-cli.log")"
 	zn_diag "nginx: releases, server: $(release_summary "$TMPD/nginx-shim.log"); clients: $(release_summary "$TMPD/nginx-shim-cli.log")"
@@ -464,7 +319,7 @@ nginx_case() {
 		{ echo "nginx sent $(shimstat "$TMPD/nginx-shim.stats" sendfile_zc_bytes) bytes zero-copy with sendfile, not the file's 16 MiB"; grep -m3 sendfile "$TMPD/nginx-shim.log"; return 1; }
 	return "$rc"
 }
-shim_case nginx "nginx (sendfile, epoll, worker fork) + curl (16 MiB, SHA-256) and wrk over the shim, with vs without" nginx_case
+shim_case nginx "nginx (sendfile, epoll, worker fork) + curl (16 MiB, SHA-256) and wrk over the shim" nginx_case
 
 # sockperf ping-pong over TCP, its server and its client each waiting in
 # select, poll or epoll. sockperf takes -F (the I/O multiplexer) only with
@@ -476,69 +331,6 @@ shim_case nginx "nginx (sendfile, epoll, worker fork) + curl (16 MiB, SHA-256) a
 SOCKPERF_SECS=${ZN_SHIM_SOCKPERF_SECS:-1}
 SOCKPERF_MSG=64
 
-# sockperf_run SHIM NAME PORT MUX: one sockperf server (side b) and
-# ping-pong client (side a), both with -F MUX (s, p or e); prints "VALID
-# AVG P50 P99 SENT RECEIVED" (valid observations, latencies in usec,
-# messages of the whole run) or fails. Correctness is sockperf's own: the
-# client checks every reply against its request byte for byte
-# (--data-integrity, a mismatch ends it with an ERROR), and counts dropped,
-# duplicated and out-of-order replies; here every run must have valid
-# observations and none of those, and the server must have received every
-# message the client sent. Both ends must say they wait in MUX.
-# sockperf's exit status is 0 even for a bad option: its output decides.
-sockperf_run() {
-	local shim=$1 name=$2 port=$3 mux=$4 spid i ZN_PFX
-	echo "T:$ADDR_B:$port" >"$TMPD/$name.feed"
-	zn_pfx b
-	# shellcheck disable=SC2046 # the prefix words
-	"${ZN_PFX[@]}" timeout -k 5 120 $(pre "$shim" "$name") sockperf server -f "$TMPD/$name.feed" -F "$mux" \
-		>"$TMPD/$name.srv" 2>&1 &
-	spid=$!
-	zn_wait_listen b "$port" "$spid" || { kill "$spid"; cat "$TMPD/$name.srv"; return 1; }
-	# Not --no-rdtsc: sockperf 3.7 then still converts its 400 ms warm-up
-	# window with the TSC's rate (measured against clock_gettime over
-	# 0.1 s at start, which TCG's TSC passes), so it counts no valid
-	# observations in a short run.
-	# shellcheck disable=SC2046
-	zn_in a timeout -k 5 60 $(pre "$shim" "$name-cli") sockperf ping-pong -f "$TMPD/$name.feed" -F "$mux" \
-		-t "$SOCKPERF_SECS" -m "$SOCKPERF_MSG" --data-integrity >"$TMPD/$name.cli" 2>&1 ||
-		{ echo "sockperf client exited with $?:"; tail -20 "$TMPD/$name.cli"; kill "$spid"; return 1; }
-	# The server closes the connection at the client's EOF; then it has
-	# handled every message it will, and is told to exit (SIGINT).
-	for ((i = 0; i < 200; i++)); do
-		zn_tcp_has "$spid" "$port" 01 || break
-		zn_nap 0.05
-	done
-	! zn_tcp_has "$spid" "$port" 01 || { echo "the server still holds the connection 10 s after the client's exit"; kill "$spid"; return 1; }
-	kill -INT "$spid"
-	wait "$spid" || { echo "sockperf server exited with $?:"; tail -20 "$TMPD/$name.srv"; return 1; }
-	awk -v mux="$mux" '
-		BEGIN { m = mux == "s" ? "select" : mux == "p" ? "poll" : "epoll" }
-		# count(WHAT): N of "# WHAT messages = N" ("" if absent).
-		function count(what) { return match($0, "# " what " messages = [0-9]+") ? substr($0, RSTART + length(what) + 14, RLENGTH - length(what) - 14) : "" }
-		{ gsub(/\033\[[0-9;]*m/, "") }
-		FILENAME == ARGV[1] && index($0, "using " m "() to block") { smux = 1 }
-		FILENAME == ARGV[1] && /Total [0-9]+ messages received and handled/ { srv = $3 }
-		FILENAME == ARGV[1] { next }
-		index($0, "using " m "() to block") { cmux = 1 }
-		/ERROR/ { err = err "[" $0 "] " }
-		/\[Total Run\]/ { for (i = 1; i <= NF; i++) { split($i, kv, "[=;]"); if (kv[1] == "SentMessages") S = kv[2]; if (kv[1] == "ReceivedMessages") R = kv[2] } }
-		/\[Valid Duration\]/ { for (i = 1; i <= NF; i++) { split($i, kv, "[=;]"); if (kv[1] == "SentMessages") vs = kv[2]; if (kv[1] == "ReceivedMessages") vr = kv[2] } }
-		/avg-latency=/ { split($0, a, "avg-latency="); avg = a[2] + 0 }
-		/# dropped messages/ { drop = count("dropped"); dup = count("duplicated"); ooo = count("out-of-order"); seen = 1 }
-		/percentile 50\.000 =/ { p50 = $NF }
-		/percentile 99\.000 =/ { p99 = $NF }
-		END {
-			if (!smux || !cmux) { print "sockperf does not say it waits in " m "() (server " smux + 0 ", client " cmux + 0 ")"; exit 1 }
-			if (err != "") { print "sockperf reported: " err; exit 1 }
-			if (!seen || drop == "" || dup == "" || ooo == "" || vr == "" || p50 == "" || p99 == "" || S == "") { print "no statistics in the client output"; exit 1 }
-			if (vr <= 0 || vr != vs) { print "valid duration: " vs " messages sent, " vr " received"; exit 1 }
-			if (drop != 0 || dup != 0 || ooo != 0) { print "dropped " drop ", duplicated " dup ", out-of-order " ooo; exit 1 }
-			if (srv != S) { print "the client sent " S " messages, the server handled " srv; exit 1 }
-			printf "%d %.3f %.3f %.3f %d %d\n", vr, avg, p50, p99, S, R
-		}' "$TMPD/$name.srv" "$TMPD/$name.cli" || { tail -20 "$TMPD/$name.cli" "$TMPD/$name.srv"; return 1; }
-}
-
 # Both ends offloaded, per multiplexer, and the accounting of zc_account
 # over the three runs with the shim. The messages are small: the shim
 # copies each send into its registered staging memory (below
@@ -548,25 +340,19 @@ sockperf_run() {
 # path would). So what the counters show is that the NIC, not the kernel's
 # copying path, carried both directions; not a zero-copy send.
 sockperf_case() {
-	local mux mname with c0 c1 w0 acc rc=0 port=11400 minrx=0
-	local pv pa p50 p99 v a q50 q99 sent rcvd off_s rx_s off_c rx_c logs=()
-	local -A plain
-	for mux in s p e; do
-		plain[$mux]=$(sockperf_run 0 "sockperf-$mux-plain" "$port" "$mux") || { echo "-F $mux without the shim: ${plain[$mux]}"; return 1; }
-		port=$((port + 1))
-	done
+	local mux mname with c0 c1 w0 acc rc=0 port=11403 minrx=0
+	local v a q50 q99 sent rcvd off_s rx_s off_c rx_c logs=()
 	c0=$(zc_snap)
 	w0=$(why_snap)
 	for mux in s p e; do
 		case $mux in s) mname=select ;; p) mname=poll ;; e) mname=epoll ;; esac
 		with=$(sockperf_run 1 "sockperf-$mux-shim" "$port" "$mux") || { echo "-F $mux with the shim: $with"; tail "$TMPD/sockperf-$mux-shim.log" "$TMPD/sockperf-$mux-shim-cli.log" 2>/dev/null; return 1; }
 		port=$((port + 1))
-		read -r pv pa p50 p99 _ <<<"${plain[$mux]}"
 		read -r v a q50 q99 sent rcvd <<<"$with"
 		read -r off_s rx_s off_c rx_c < <(awk '{ for (i = 1; i < NF; i++) if ($i == "offloaded" || $i == "rx_bytes") s[FILENAME, $i] += $(i + 1) }
 			END { f = ARGV[1]; g = ARGV[2]; print s[f, "offloaded"] + 0, s[f, "rx_bytes"] + 0, s[g, "offloaded"] + 0, s[g, "rx_bytes"] + 0 }' \
 			"$TMPD/sockperf-$mux-shim.stats" "$TMPD/sockperf-$mux-shim-cli.stats" 2>/dev/null)
-		zn_diag "sockperf $mname: latency usec avg/p50/p99 without shim $pa/$p50/$p99 ($pv valid), with shim $a/$q50/$q99 ($v valid); offloaded: server ${off_s:-0}, client ${off_c:-0}; read through the shim: server ${rx_s:-0}, client ${rx_c:-0} bytes"
+		zn_diag "sockperf $mname: latency usec avg/p50/p99 with shim $a/$q50/$q99 ($v valid); offloaded: server ${off_s:-0}, client ${off_c:-0}; read through the shim: server ${rx_s:-0}, client ${rx_c:-0} bytes"
 		[ "${off_s:-0}" -ge 1 ] && [ "${off_c:-0}" -ge 1 ] || { echo "-F $mux: offloaded ${off_s:-0} connection(s) in the server, ${off_c:-0} in the client"; return 1; }
 		# Every message the server handled, and every reply the client
 		# counted, was read through the offloaded connection.
@@ -583,7 +369,7 @@ sockperf_case() {
 	zn_diag "sockperf: ${acc//$'\n'/; }"
 	return "$rc"
 }
-shim_case sockperf "sockperf ping-pong (TCP; select, poll, epoll on both ends) over the shim, with vs without" sockperf_case
+shim_case sockperf "sockperf ping-pong (TCP; select, poll, epoll on both ends) over the shim" sockperf_case
 
 # The socket semantics of docs/shim.md, case by case (zn_shim_torture.py).
 torture_case() {
