@@ -48,7 +48,7 @@ zn_kmemleak_check() {
 	left=$((ended + 5100 - $(date +%s%3N)))
 	[ "$left" -le 0 ] || zn_nap "$((left / 1000)).$(printf '%03d' $((left % 1000)))"
 	echo scan >"$k" || return 1
-	report=$(cat "$k")
+	report=$(<"$k")
 	[ -z "$report" ] || { printf '%s\n' "$report" | head -n 40; return 1; }
 }
 
