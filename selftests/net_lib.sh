@@ -19,9 +19,12 @@ zn_other()     { if [ "$1" = a ]; then echo b; else echo a; fi; }
 # zn_in SIDE CMD...: runs CMD in that side's netns (here if it has none).
 # zn_pfx SIDE sets ZN_PFX to the same as a command prefix, for background
 # jobs whose $! must be the command itself (ip netns exec execs it).
+# Neither starts a subshell; zn_in runs an ip command as ip -n NS, which
+# enters the netns as ip netns exec does (a mount namespace with the
+# netns's /sys) without the second program.
 zn_pfx() {
-	local ns
-	ns=$(zn_side_ns "$1")
+	local ns=${ZN_NS_B:-}
+	[ "$1" != a ] || ns=${ZN_NS_A:-}
 	ZN_PFX=()
 	[ -z "$ns" ] || ZN_PFX=(ip netns exec "$ns")
 }
@@ -29,6 +32,11 @@ zn_in() {
 	local ZN_PFX
 	zn_pfx "$1"
 	shift
+	if [ "${1:-}" = ip ] && [ "${#ZN_PFX[@]}" = 4 ]; then
+		shift
+		ip -n "${ZN_PFX[3]}" "$@"
+		return
+	fi
 	"${ZN_PFX[@]}" "$@"
 }
 
