@@ -49,13 +49,18 @@ two-port|two-guest)
 		done
 	}
 	zn_case "unbind/bind through sysfs, 3 times" rebind
+	# The module's KUnit suites run at the last reload only (zn_kunit_skip).
+	zn_kunit_skip
+	trap zn_kunit_restore EXIT
 	reload() {
 		local i
 		for i in 1 2 3; do
+			[ "$i" != 3 ] || zn_kunit_restore
 			rmmod zeronic || return 1
 			insmod "$ZN_KO" || return 1
 			bound || { echo "not bound after reload $i"; return 1; }
 		done
+		zn_kunit_ran
 	}
 	zn_case "unload with the NIC bound, reload rebinds, 3 times" reload
 	zn_case "no kernel reports" bash -c "! dmesg | grep -E 'WARNING:|BUG:|Oops|Call Trace:'"

@@ -75,6 +75,39 @@ zn_nic_use_back() {
 	return 1
 }
 
+# KUnit runs the module's suites at every load (CONFIG_KUNIT_AUTORUN_ENABLED;
+# about 1 s under TCG), with kunit's filter_glob as it is then (read at each
+# load: lib/kunit/test.c, kunit_module_init). A test that reloads the module
+# many times runs them at its last load only, so that kunit.sh, if it comes
+# later in the same boot, finds the loaded module's results in debugfs:
+# zn_kunit_skip (in the test's own shell, before its reloads) keeps the
+# glob in $ZN_KUNIT_SAVED and sets one that matches no suite;
+# zn_kunit_restore puts it back (before the last load, and from an EXIT
+# trap). The kernel's default is no glob, which reads "(null)" and cannot be
+# written back; "*.*" means the same. An empty glob would match nothing,
+# and one written with a trailing newline would keep it: hence printf.
+ZN_KUNIT_GLOB=/sys/module/kunit/parameters/filter_glob
+zn_kunit_skip() {
+	[ -w "$ZN_KUNIT_GLOB" ] || return 0
+	if [ -z "${ZN_KUNIT_SAVED+set}" ]; then
+		ZN_KUNIT_SAVED=$(cat "$ZN_KUNIT_GLOB") || return 1
+		[ "$ZN_KUNIT_SAVED" != "(null)" ] || ZN_KUNIT_SAVED='*.*'
+	fi
+	printf '%s' zeronic-no-suite >"$ZN_KUNIT_GLOB"
+}
+zn_kunit_restore() {
+	# An empty glob (matching nothing, like ours) cannot be written back
+	# either: a write of nothing never reaches the kernel.
+	[ -z "${ZN_KUNIT_SAVED:-}" ] || printf '%s' "$ZN_KUNIT_SAVED" >"$ZN_KUNIT_GLOB"
+}
+# zn_kunit_ran: the loaded module's suites left results (after the last
+# load, with the glob restored); kunit.sh checks what they say.
+zn_kunit_ran() {
+	[ -n "${ZN_KUNIT_SAVED:-}" ] || return 0
+	[ -r /sys/kernel/debug/kunit/zeronic_ring_geometry/results ] ||
+		{ echo "no KUnit results of the module's last load (filter_glob '$(cat "$ZN_KUNIT_GLOB")')"; return 1; }
+}
+
 # Waits up to 5 s for a path to appear or disappear (devtmpfs is asynchronous
 # with respect to module init only in the uevent sense; this is cheap).
 zn_wait_path() {

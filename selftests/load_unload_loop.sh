@@ -17,10 +17,14 @@ zn_unload || ktap_exit_fail_msg "cannot unload a previously loaded zeronic"
 echo scan >"$KMEMLEAK"
 echo clear >"$KMEMLEAK"
 mark=$(zn_log_mark)
+# The module's KUnit suites run at the last cycle's load only (zn_kunit_skip).
+zn_kunit_skip
+trap zn_kunit_restore EXIT
 
 cycles() {
 	local i p pids
 	for i in $(seq "$CYCLES"); do
+		[ "$i" != "$CYCLES" ] || zn_kunit_restore
 		insmod "$ZN_KO" || { echo "insmod failed in cycle $i"; return 1; }
 		zn_wait_path present /dev/zeronic || { echo "no /dev/zeronic in cycle $i"; return 1; }
 		pids=()

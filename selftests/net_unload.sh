@@ -75,12 +75,19 @@ zn_idle_module() {
 	return 1
 }
 
+# The module's KUnit suites run at the last round's reload only
+# (zn_kunit_skip).
+zn_kunit_skip
+trap zn_kunit_restore EXIT
+
 rounds() {
 	local r
 	zn_idle_module || return 1
 	for r in $(seq "$ROUNDS"); do
+		[ "$r" != "$ROUNDS" ] || zn_kunit_restore
 		round || { echo "round $r failed"; return 1; }
 	done
+	zn_kunit_ran
 }
 zn_case "$ROUNDS unloads under TCP traffic complete and reloads work" rounds
 
