@@ -226,6 +226,25 @@ zn_tcp_retrans() {
 zn_now() { date +%s.%N; }
 zn_secs_since() { awk -v a="$1" -v b="$(zn_now)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# zn_idle_module: waits until nothing holds the module, so that rmmod can
+# unload it. Each socket attached to a flow holds a module reference until
+# TCP frees it, and an earlier test's closed connections may still be
+# finishing (FIN_WAIT, a peer probing a zero window): rmmod would then say
+# "in use". Waits up to 60 s for them to go, and says what held the module
+# if not.
+zn_idle_module() {
+	local i n
+	for i in $(seq 120); do
+		n=$(cat /sys/module/zeronic/refcnt 2>/dev/null || echo 0)
+		[ "$n" = 0 ] && return 0
+		zn_nap 0.5
+	done
+	echo "module still referenced ($n) after 60 s; sockets in the port namespaces:"
+	zn_in a ss -tan | tail -n +2
+	zn_in b ss -tan | tail -n +2
+	return 1
+}
+
 # zn_bind BDF: binds the zeronic driver to PCI function BDF and checks that
 # it is bound and logged the NIC's identity line, then sets the ports up
 # again (zn_net_setup, in this shell: it exports the ZN_* variables).

@@ -58,23 +58,6 @@ round() {
 
 zn_case "ping works before the first unload" zn_in a ping -c 2 -i 0.2 -W 5 "$ZN_ADDR_B"
 
-# Each socket attached to a flow holds a module reference until TCP frees
-# it, and an earlier test's closed connections may still be finishing
-# (FIN_WAIT, a peer probing a zero window): rmmod would then say "in use".
-# Wait up to 60 s for them to go, and say what held the module if not.
-zn_idle_module() {
-	local i n
-	for i in $(seq 120); do
-		n=$(cat /sys/module/zeronic/refcnt 2>/dev/null || echo 0)
-		[ "$n" = 0 ] && return 0
-		zn_nap 0.5
-	done
-	echo "module still referenced ($n) after 60 s; sockets in the port namespaces:"
-	zn_in a ss -tan | tail -n +2
-	zn_in b ss -tan | tail -n +2
-	return 1
-}
-
 # The module's KUnit suites run at the last round's reload only
 # (zn_kunit_skip).
 zn_kunit_skip

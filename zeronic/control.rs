@@ -66,11 +66,45 @@ use crate::{
     ring::Ring,
 };
 
-/// How long the NIC may go without completing any command while one is
-/// waited for (the waited one may sit behind a long backlog of the data
-/// path's). The largest command (registering 1 GiB = 256 Ki pages) copies a
-/// 2 MiB page list; TCG guests on a busy host are slow.
-const CMD_TIMEOUT_MS: i64 = 10_000;
+/// The bounds of the `cmd_timeout_ms` module parameter: how long the NIC may
+/// go without completing any command while one is waited for (the waited
+/// one may sit behind a long backlog of the data path's). Its default, 10 s,
+/// covers the largest command (registering 1 GiB = 256 Ki pages copies a
+/// 2 MiB page list) on a TCG guest of a busy host. Below 100 ms a NIC that
+/// is merely slow would be declared broken; above 10 minutes a caller (and
+/// the command mutex it holds) waits on a dead NIC for longer than anyone
+/// would. A value outside is refused at load ([`check_params`]).
+pub(crate) const CMD_TIMEOUT_MS_MIN: u32 = 100;
+/// See [`CMD_TIMEOUT_MS_MIN`].
+pub(crate) const CMD_TIMEOUT_MS_MAX: u32 = 600_000;
+
+/// Checks the module parameters this file reads, at load.
+///
+/// # Errors
+///
+/// `EINVAL`, with a log line, if `cmd_timeout_ms` is outside
+/// [`CMD_TIMEOUT_MS_MIN`]..=[`CMD_TIMEOUT_MS_MAX`].
+pub(crate) fn check_params() -> Result {
+    let ms = crate::module_parameters::cmd_timeout_ms.value();
+    if !(CMD_TIMEOUT_MS_MIN..=CMD_TIMEOUT_MS_MAX).contains(&ms) {
+        pr_err!(
+            "cmd_timeout_ms={}: must be {} to {} (ms)\n",
+            ms,
+            CMD_TIMEOUT_MS_MIN,
+            CMD_TIMEOUT_MS_MAX
+        );
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// The command timeout in milliseconds: the `cmd_timeout_ms` module
+/// parameter, which [`check_params`] kept within its bounds at load (clamped
+/// again here, so no value can make a wait endless or instant).
+fn cmd_timeout_ms() -> i64 {
+    let ms = crate::module_parameters::cmd_timeout_ms.value();
+    i64::from(ms.clamp(CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX))
+}
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init_registry` in the module initialiser, before
@@ -661,12 +695,12 @@ impl Commands<'_> {
     /// The cookie is filled in here. A completion whose status is not `ST_OK`
     /// is returned as is (the caller maps it); `ENOMEM` if the command could
     /// not be queued; `EIO` if the NIC does not complete the command (it
-    /// completes nothing for `CMD_TIMEOUT_MS`), after which the NIC is considered
+    /// completes nothing for `cmd_timeout_ms`), after which the NIC is considered
     /// broken: it may still execute the command, so memory the command
     /// names must be held (see [`Commands::hold`]).
     pub(crate) fn exec(&mut self, cmd: [u8; 64]) -> Result<CmdCompletion> {
         let opcode = u16::from_le_bytes([cmd[0], cmd[1]]);
-        match self.control.cmdq.wait(cmd, CMD_TIMEOUT_MS) {
+        match self.control.cmdq.wait(cmd, cmd_timeout_ms()) {
             Ok(done) => {
                 if done.status != status::ST_OK {
                     pr_debug!("command {} failed with status {}\n", opcode, done.status);

@@ -58,6 +58,10 @@ module! {
             default: 0,
             description: "1: time the NIC path's events (ethtool -S prof_*_ns; docs/performance.md)",
         },
+        cmd_timeout_ms: u32 {
+            default: 10000,
+            description: "ms the NIC may complete no command while one is waited for, then it is broken (100..600000; docs/driver.md)",
+        },
         tx_batch: u32 {
             default: 1,
             description: "0: ring the TX doorbell for every descriptor instead of once per xmit_more batch (docs/performance.md)",
@@ -88,6 +92,9 @@ impl kernel::InPlaceModule for ZeroNic {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         control::init_registry();
         try_pin_init!(Self {
+            _: {
+                control::check_params()?;
+            },
             ulp: kernel::net::tcp::ulp::Registration::register(&attach::ULP_OPS)?,
             control <- cdev::register(),
             pci <- kernel::driver::Registration::new(c"zeronic", module),
