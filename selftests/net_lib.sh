@@ -22,19 +22,20 @@ zn_other()     { if [ "$1" = a ]; then echo b; else echo a; fi; }
 # Neither starts a subshell; zn_in runs an ip command as ip -n NS, which
 # enters the netns as ip netns exec does (a mount namespace with the
 # netns's /sys) without the second program.
+# zn_pfx also sets ZN_PFX_NS to the netns ("" for none).
 zn_pfx() {
-	local ns=${ZN_NS_B:-}
-	[ "$1" != a ] || ns=${ZN_NS_A:-}
+	ZN_PFX_NS=${ZN_NS_B:-}
+	[ "$1" != a ] || ZN_PFX_NS=${ZN_NS_A:-}
 	ZN_PFX=()
-	[ -z "$ns" ] || ZN_PFX=(ip netns exec "$ns")
+	[ -z "$ZN_PFX_NS" ] || ZN_PFX=(ip netns exec "$ZN_PFX_NS")
 }
 zn_in() {
-	local ZN_PFX
+	local ZN_PFX ZN_PFX_NS
 	zn_pfx "$1"
 	shift
-	if [ "${1:-}" = ip ] && [ "${#ZN_PFX[@]}" = 4 ]; then
+	if [ "${1:-}" = ip ] && [ -n "$ZN_PFX_NS" ]; then
 		shift
-		ip -n "${ZN_PFX[3]}" "$@"
+		ip -n "$ZN_PFX_NS" "$@"
 		return
 	fi
 	"${ZN_PFX[@]}" "$@"
