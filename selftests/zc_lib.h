@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the zero-copy selftests (zc_test.c, zc_security.c) share: opening
+ * /dev/zeronic, entering the two ports' network namespaces (ZN_NS_A/B, from
+ * zc_test.sh), a TCP connection over the ports, and one-call wrappers of the
+ * ioctls that return the errno (0 on success).
+ */
+#ifndef ZC_LIB_H
+#define ZC_LIB_H
+
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <linux/zeronic.h>
+
+#define PORT 5099
+
+static inline int zopen(void)
+{
+	return open(ZERONIC_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+}
+
+static inline int in_ns(const char *env)
+{
+	char path[128];
+	const char *ns = getenv(env);
+	int fd, self, ret;
+
+	if (!ns || !*ns)
+		return 0;
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	ret = setns(fd, CLONE_NEWNET);
+	close(fd);
+	return ret ? -1 : self;
+}
+
+static inline void back_ns(int self)
+{
+	if (self > 0) {
+		setns(self, CLONE_NEWNET);
+		close(self);
+	}
+}
+
+/* A socket of type in namespace `env` (ZN_NS_A or ZN_NS_B). */
+static inline int sock_in(const char *env, int type)
+{
+	int self = in_ns(env), s;
+
+	if (self < 0)
+		return -1;
+	s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	back_ns(self);
+	return s;
+}
+
+/* A TCP connection over the ZeroNIC ports: *cli in a, *srv in b. */
+static inline int connect_pair(int *cli, int *srv)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT) };
+	int l = sock_in("ZN_NS_B", SOCK_STREAM), one = 1;
+
+	*cli = *srv = -1;
+	if (l < 0 || !getenv("ZN_ADDR_B"))
+		return -1;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (void *)&a, sizeof(a)) || listen(l, 4))
+		goto fail;
+	inet_pton(AF_INET, getenv("ZN_ADDR_B"), &a.sin_addr);
+	*cli = sock_in("ZN_NS_A", SOCK_STREAM);
+	if (*cli < 0 || connect(*cli, (void *)&a, sizeof(a)))
+		goto fail;
+	*srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	close(l);
+	return *srv < 0 ? -1 : 0;
+fail:
+	close(l);
+	return -1;
+}
+
+static inline int cq_create(int zfd, __u32 entries, int efd, __u32 *cq, void **map, size_t *size)
+{
+	struct zeronic_cq_create c = { .entries = entries, .eventfd = efd };
+
+	if (ioctl(zfd, ZERONIC_IOC_CQ_CREATE, &c))
+		return errno;
+	*cq = c.cq;
+	if (map) {
+		*map = mmap(NULL, c.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, zfd,
+			    c.mmap_offset);
+		if (*map == MAP_FAILED)
+			return errno;
+		*size = c.mmap_size;
+	}
+	return 0;
+}
+
+static inline int attach(int zfd, int s, __u32 cq, __u32 mode, __u64 ring_key, __u64 ring_size,
+		  __u32 *flow)
+{
+	struct zeronic_flow_attach a = {
+		.sockfd = s, .cq = cq, .rx_mode = mode, .ring_key = ring_key, .ring_size = ring_size,
+	};
+
+	if (ioctl(zfd, ZERONIC_IOC_FLOW_ATTACH, &a))
+		return errno;
+	if (flow)
+		*flow = a.flow;
+	return 0;
+}
+
+static inline int detach(int zfd, __u32 flow)
+{
+	struct zeronic_flow_detach d = { .flow = flow };
+
+	return ioctl(zfd, ZERONIC_IOC_FLOW_DETACH, &d) ? errno : 0;
+}
+
+static inline int reg(int zfd, void *p, size_t len, __u32 access, __u64 *key)
+{
+	struct zeronic_mr_reg r = { .addr = (uintptr_t)p, .length = len, .access = access };
+
+	if (ioctl(zfd, ZERONIC_IOC_MR_REG, &r))
+		return errno;
+	*key = r.key;
+	return 0;
+}
+
+static inline int dereg(int zfd, __u64 key)
+{
+	struct zeronic_mr_dereg d = { .key = key };
+
+	return ioctl(zfd, ZERONIC_IOC_MR_DEREG, &d) ? errno : 0;
+}
+
+static inline int post1(int zfd, __u32 flow, __u16 op, __u64 key, __u64 off, __u32 len)
+{
+	struct zeronic_wr wr = { .wr_id = off + 1, .key = key, .offset = off, .len = len,
+				 .opcode = op };
+	struct zeronic_post p = { .flow = flow, .count = 1, .wrs = (uintptr_t)&wr };
+
+	return ioctl(zfd, ZERONIC_IOC_POST, &p) ? errno : 0;
+}
+
+static inline int query(int zfd, struct zeronic_query *q)
+{
+	memset(q, 0, sizeof(*q));
+	return ioctl(zfd, ZERONIC_IOC_QUERY, q) ? errno : 0;
+}
+
+/* Takes the next CQE within `ms`; 0 on success. */
+static inline int cq_take(void *map, struct zeronic_cqe *out, int ms)
+{
+	struct zeronic_cq_ring *r = map;
+	struct zeronic_cqe *e = (void *)((char *)map + r->entries_offset);
+
+	for (int i = 0; i < ms / 10; i++) {
+		__u32 tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+
+		if (r->head != tail) {
+			*out = e[r->head & r->mask];
+			__atomic_store_n(&r->head, r->head + 1, __ATOMIC_RELEASE);
+			return 0;
+		}
+		usleep(10000);
+	}
+	return -1;
+}
+
+#endif /* ZC_LIB_H */
