@@ -32,6 +32,57 @@ use crate::{Device, Region, Result};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+/// The registration step of a cache: `MR_REG` and `MR_DEREG` on a
+/// [`Device`], or a fake in the unit tests (which race invalidations
+/// against a registration in progress).
+pub(crate) trait Registrar: Clone + Send + Sync + 'static {
+    /// A registered region.
+    type Region: Send + std::fmt::Debug + 'static;
+    /// Registers `[addr, addr + len)` with `access`.
+    ///
+    /// # Safety
+    /// As [`Device::register_raw`].
+    unsafe fn register(&self, addr: *const u8, len: usize, access: u32) -> Result<Self::Region>;
+    /// The region's key.
+    fn key(r: &Self::Region) -> u64;
+    /// The region's `ACCESS_*`.
+    fn access(r: &Self::Region) -> u32;
+    /// The region's first address and length.
+    fn span(r: &Self::Region) -> (usize, usize);
+    /// Deregisters the region (if posted work still uses it, forgets it:
+    /// it is released with the file).
+    fn release(r: Self::Region);
+    /// Forgets the region without deregistering it (a forked child).
+    fn forget(r: Self::Region);
+}
+
+impl Registrar for Arc<Device> {
+    type Region = Region;
+    unsafe fn register(&self, addr: *const u8, len: usize, access: u32) -> Result<Region> {
+        // SAFETY: the caller's contract.
+        unsafe { self.register_raw(addr, len, access) }
+    }
+    fn key(r: &Region) -> u64 {
+        r.key()
+    }
+    fn access(r: &Region) -> u32 {
+        r.access()
+    }
+    fn span(r: &Region) -> (usize, usize) {
+        (r.addr(), r.len())
+    }
+    fn release(r: Region) {
+        if let Err((Some(r), _)) = r.deregister() {
+            // EBUSY: posted work still uses it although its lease came back
+            // (the caller gave it back early). Released with the file.
+            r.forget();
+        }
+    }
+    fn forget(r: Region) {
+        r.forget();
+    }
+}
+
 /// Counters of a cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -51,8 +102,8 @@ pub struct CacheStats {
 }
 
 #[derive(Debug)]
-struct Entry {
-    region: Option<Region>,
+struct Entry<G> {
+    region: Option<G>,
     start: usize,
     end: usize,
     leases: u32,
@@ -61,9 +112,9 @@ struct Entry {
 }
 
 #[derive(Debug)]
-struct Inner {
-    dev: Arc<Device>,
-    entries: Vec<Entry>,
+struct Inner<R: Registrar> {
+    reg: R,
+    entries: Vec<Entry<R::Region>>,
     max_entries: usize,
     clock: u64,
     stats: CacheStats,
@@ -97,11 +148,25 @@ pub struct CLease {
 /// The registration cache of one [`Device`]. Thread safe.
 #[derive(Debug)]
 pub struct RegCache {
-    inner: Arc<Mutex<Inner>>,
+    core: Cache<Arc<Device>>,
+}
+
+/// A registration cache over any [`Registrar`].
+#[derive(Debug)]
+pub(crate) struct Cache<R: Registrar> {
+    inner: Arc<Mutex<Inner<R>>>,
+}
+
+/// What the hooks do to a cache, whatever its [`Registrar`].
+trait Hooked: Send + Sync {
+    /// Marks the regions overlapping `[addr, end)` stale (`try_lock`).
+    fn invalidate(&self, addr: usize, end: usize);
+    /// Forgets every region (`try_lock`; a forked child).
+    fn forget_all(&self);
 }
 
 /// Every live cache of the process, for the hooks.
-static CACHES: Mutex<Vec<Weak<Mutex<Inner>>>> = Mutex::new(Vec::new());
+static CACHES: Mutex<Vec<Weak<dyn Hooked>>> = Mutex::new(Vec::new());
 /// Entries registered in all caches: the hooks' fast path when zero.
 static LIVE_ENTRIES: AtomicUsize = AtomicUsize::new(0);
 static ATFORK: std::sync::Once = std::sync::Once::new();
@@ -121,23 +186,9 @@ extern "C" fn atfork_child() {
 impl RegCache {
     /// A cache of at most `max_entries` regions (at least 1) on `dev`.
     pub fn new(dev: Arc<Device>, max_entries: usize) -> Self {
-        ATFORK.call_once(|| {
-            // SAFETY: registering a handler that only touches this module's
-            // statics; no other handler is involved.
-            unsafe { nix::libc::pthread_atfork(None, None, Some(atfork_child)) };
-        });
-        if std::env::var_os("ZN_CACHE_NOHOOKS").is_some_and(|v| v == "1") {
-            HOOKS_OFF.store(true, Ordering::Relaxed);
+        Self {
+            core: Cache::new(dev, max_entries),
         }
-        let inner = Arc::new(Mutex::new(Inner {
-            dev,
-            entries: Vec::new(),
-            max_entries: max_entries.max(1),
-            clock: 0,
-            stats: CacheStats::default(),
-        }));
-        lock(&CACHES).push(Arc::downgrade(&inner));
-        Self { inner }
     }
 
     /// A region with `access` covering `[addr, addr + len)`: a cached one,
@@ -149,6 +200,55 @@ impl RegCache {
     /// `ACCESS_WRITE` written) by the NIC while work posted with the lease
     /// runs.
     pub unsafe fn get(&self, addr: *const u8, len: usize, access: u32) -> Result<Lease> {
+        // SAFETY: the caller's contract.
+        unsafe { self.core.get(addr, len, access) }
+    }
+
+    /// Gives a lease back; a region made stale meanwhile is deregistered
+    /// now that nothing uses it.
+    pub fn put(&self, lease: Lease) {
+        self.core.put(lease)
+    }
+
+    /// The cache's counters.
+    pub fn stats(&self) -> CacheStats {
+        self.core.stats()
+    }
+
+    /// Deregisters every region without leases.
+    pub fn flush(&self) {
+        self.core.flush()
+    }
+}
+
+impl<R: Registrar> Cache<R> {
+    /// A cache of at most `max_entries` regions (at least 1) on `reg`.
+    pub(crate) fn new(reg: R, max_entries: usize) -> Self {
+        ATFORK.call_once(|| {
+            // SAFETY: registering a handler that only touches this module's
+            // statics; no other handler is involved.
+            unsafe { nix::libc::pthread_atfork(None, None, Some(atfork_child)) };
+        });
+        if std::env::var_os("ZN_CACHE_NOHOOKS").is_some_and(|v| v == "1") {
+            HOOKS_OFF.store(true, Ordering::Relaxed);
+        }
+        let inner = Arc::new(Mutex::new(Inner {
+            reg,
+            entries: Vec::new(),
+            max_entries: max_entries.max(1),
+            clock: 0,
+            stats: CacheStats::default(),
+        }));
+        let hooked: Arc<dyn Hooked> = inner.clone();
+        lock(&CACHES).push(Arc::downgrade(&hooked));
+        Self { inner }
+    }
+
+    /// [`RegCache::get`].
+    ///
+    /// # Safety
+    /// As [`RegCache::get`].
+    pub(crate) unsafe fn get(&self, addr: *const u8, len: usize, access: u32) -> Result<Lease> {
         let a = addr as usize;
         let e = a.saturating_add(len.max(1));
         let mut g = lock(&self.inner);
@@ -160,12 +260,12 @@ impl RegCache {
                 && e <= x.end
                 && x.region
                     .as_ref()
-                    .is_some_and(|r| r.access() & access == access)
+                    .is_some_and(|r| R::access(r) & access == access)
         }) {
             ent.leases += 1;
             ent.last_use = now;
             let lease = Lease {
-                key: ent.region.as_ref().map_or(0, |r| r.key()),
+                key: ent.region.as_ref().map_or(0, R::key),
                 offset: (a - ent.start) as u64,
                 start: ent.start,
             };
@@ -184,23 +284,23 @@ impl RegCache {
             let Some(i) = victim else { break };
             let ent = g.entries.swap_remove(i);
             g.stats.evictions += 1;
-            release(ent);
+            release::<R>(ent);
         }
         let (ps, pe) = (a & !(PAGE - 1), e.div_ceil(PAGE) * PAGE);
-        let dev = g.dev.clone();
+        let reg = g.reg.clone();
         // SAFETY: the caller's contract.
-        let region = match unsafe { dev.register_raw(ps as *const u8, pe - ps, access) } {
+        let region = match unsafe { reg.register(ps as *const u8, pe - ps, access) } {
             Ok(r) => r,
             // Whole pages reach into something unmapped or read-only.
             // SAFETY: the caller's contract.
-            Err(_) => unsafe { dev.register_raw(addr, e - a, access) }?,
+            Err(_) => unsafe { reg.register(addr, e - a, access) }?,
         };
-        let start = region.addr();
-        let end = start + region.len();
+        let (start, rlen) = R::span(&region);
+        let end = start + rlen;
         g.stats.misses += 1;
         LIVE_ENTRIES.fetch_add(1, Ordering::Relaxed);
         let lease = Lease {
-            key: region.key(),
+            key: R::key(&region),
             offset: (a - start) as u64,
             start,
         };
@@ -215,12 +315,11 @@ impl RegCache {
         Ok(lease)
     }
 
-    /// Gives a lease back; a region made stale meanwhile is deregistered
-    /// now that nothing uses it.
-    pub fn put(&self, lease: Lease) {
+    /// [`RegCache::put`].
+    pub(crate) fn put(&self, lease: Lease) {
         let mut g = lock(&self.inner);
         let Some(i) = g.entries.iter().position(|x| {
-            x.start == lease.start && x.region.as_ref().map(|r| r.key()) == Some(lease.key)
+            x.start == lease.start && x.region.as_ref().map(R::key) == Some(lease.key)
         }) else {
             return;
         };
@@ -228,12 +327,12 @@ impl RegCache {
         ent.leases = ent.leases.saturating_sub(1);
         if ent.stale && ent.leases == 0 {
             let ent = g.entries.swap_remove(i);
-            release(ent);
+            release::<R>(ent);
         }
     }
 
-    /// The cache's counters.
-    pub fn stats(&self) -> CacheStats {
+    /// [`RegCache::stats`].
+    pub(crate) fn stats(&self) -> CacheStats {
         let g = lock(&self.inner);
         let mut s = g.stats;
         s.entries = g.entries.len() as u64;
@@ -241,24 +340,25 @@ impl RegCache {
         s
     }
 
-    /// Deregisters every region without leases.
-    pub fn flush(&self) {
+    /// [`RegCache::flush`].
+    pub(crate) fn flush(&self) {
         let mut g = lock(&self.inner);
-        let (keep, drop_): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut g.entries)
+        let (keep, drop_): (Vec<_>, Vec<_>) = std::mem::take(&mut g.entries)
             .into_iter()
             .partition(|x| x.leases > 0);
         g.entries = keep;
         for e in drop_ {
-            release(e);
+            release::<R>(e);
         }
     }
 }
 
-impl Drop for RegCache {
+impl<R: Registrar> Drop for Cache<R> {
     fn drop(&mut self) {
         self.flush();
-        let me = Arc::downgrade(&self.inner);
-        lock(&CACHES).retain(|w| w.strong_count() > 0 && !w.ptr_eq(&me));
+        let me: Arc<dyn Hooked> = self.inner.clone();
+        let me = Arc::downgrade(&me);
+        lock(&CACHES).retain(|w| w.strong_count() > 0 && !Weak::ptr_eq(w, &me));
     }
 }
 
@@ -266,15 +366,31 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn release(mut e: Entry) {
+fn release<R: Registrar>(mut e: Entry<R::Region>) {
     LIVE_ENTRIES.fetch_sub(1, Ordering::Relaxed);
     if let Some(r) = e.region.take() {
-        if let Err((Some(r), _)) = r.deregister() {
-            // EBUSY: posted work still uses it although its lease came back
-            // (the caller gave it back early). Released with the file.
-            r.forget();
-        }
+        R::release(r);
     }
+}
+
+/// An invalidation in progress: [`invalidate_begin`] before the real call,
+/// [`invalidate_end`] after it.
+#[derive(Debug)]
+#[must_use = "end the invalidation with invalidate_end() after the real call"]
+pub struct Invalidation {
+    _private: (),
+}
+
+/// The memory hooks' entry before the real call changes
+/// `[addr, addr + len)`: as [`invalidate_range`].
+pub fn invalidate_begin(addr: usize, len: usize) -> Invalidation {
+    invalidate_range(addr, len);
+    Invalidation { _private: () }
+}
+
+/// The memory hooks' exit after the real call (it returned).
+pub fn invalidate_end(inv: Invalidation) {
+    let _ = inv;
 }
 
 /// The memory hooks' entry: `[addr, addr + len)` is about to be unmapped,
@@ -307,12 +423,18 @@ fn invalidate_locked(addr: usize, len: usize) {
     // A hook may run while this thread holds a cache's lock (a region's
     // memory unmapped by the cache's own code never overlaps a cached
     // range, but `try_lock` keeps that from deadlocking regardless).
-    let caches: Vec<Arc<Mutex<Inner>>> = match CACHES.try_lock() {
+    let caches: Vec<Arc<dyn Hooked>> = match CACHES.try_lock() {
         Ok(g) => g.iter().filter_map(Weak::upgrade).collect(),
         Err(_) => return,
     };
     for c in caches {
-        let Ok(mut g) = c.try_lock() else { continue };
+        c.invalidate(addr, end);
+    }
+}
+
+impl<R: Registrar> Hooked for Mutex<Inner<R>> {
+    fn invalidate(&self, addr: usize, end: usize) {
+        let Ok(mut g) = self.try_lock() else { return };
         let mut i = 0;
         while i < g.entries.len() {
             let x = &mut g.entries[i];
@@ -321,11 +443,21 @@ fn invalidate_locked(addr: usize, len: usize) {
                 g.stats.invalidations += 1;
                 if g.entries[i].leases == 0 {
                     let ent = g.entries.swap_remove(i);
-                    release(ent);
+                    release::<R>(ent);
                     continue;
                 }
             }
             i += 1;
+        }
+    }
+
+    fn forget_all(&self) {
+        let Ok(mut g) = self.try_lock() else { return };
+        for mut e in std::mem::take(&mut g.entries) {
+            LIVE_ENTRIES.fetch_sub(1, Ordering::Relaxed);
+            if let Some(r) = e.region.take() {
+                R::forget(r);
+            }
         }
     }
 }
@@ -334,18 +466,12 @@ fn invalidate_locked(addr: usize, len: usize) {
 /// (the file is shared with the parent, whose regions they are; the child's
 /// pages are copies). Registered with `pthread_atfork` by the first cache.
 pub fn forget_all_after_fork() {
-    let caches: Vec<Arc<Mutex<Inner>>> = match CACHES.try_lock() {
+    let caches: Vec<Arc<dyn Hooked>> = match CACHES.try_lock() {
         Ok(g) => g.iter().filter_map(Weak::upgrade).collect(),
         Err(_) => return,
     };
     for c in caches {
-        let Ok(mut g) = c.try_lock() else { continue };
-        for mut e in std::mem::take(&mut g.entries) {
-            LIVE_ENTRIES.fetch_sub(1, Ordering::Relaxed);
-            if let Some(r) = e.region.take() {
-                r.forget();
-            }
-        }
+        c.forget_all();
     }
 }
 

@@ -1,14 +1,22 @@
 //! The memory hooks behind [`crate::memhooks!`]: each invalidates the
 //! registration caches for the range it is about to change
-//! ([`crate::cache::invalidate_range`]), then does the real call: the
+//! ([`crate::cache::invalidate_begin`]), does the real call, and ends the
+//! invalidation ([`crate::cache::invalidate_end`]). The real call is: the
 //! system call itself for the memory-map calls, glibc's `__sbrk` for the
 //! break, and for `free`/`realloc` the next definition in the lookup order
 //! (`dlsym(RTLD_NEXT)`): the process may use another allocator than
 //! glibc's (redis-server runs on jemalloc), whose blocks only its own
 //! `free` may release.
 
-use crate::cache::{any_cached, invalidate_range};
+use crate::cache::{any_cached, invalidate_begin, invalidate_end, Invalidation};
 use nix::libc::{self, c_int, c_void, off_t, size_t};
+
+/// Ends an invalidation the hook began, if it began one.
+fn end(inv: Option<Invalidation>) {
+    if let Some(inv) = inv {
+        invalidate_end(inv);
+    }
+}
 
 const MAP_FIXED_ANY: c_int = libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE;
 
@@ -75,9 +83,11 @@ fn usable_size(p: *mut c_void) -> size_t {
 /// # Safety
 /// As `munmap(2)`.
 pub unsafe fn munmap(addr: *mut c_void, len: size_t) -> c_int {
-    invalidate_range(addr as usize, len);
+    let inv = invalidate_begin(addr as usize, len);
     // SAFETY: the caller's arguments, passed on.
-    unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int }
+    let r = unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int };
+    invalidate_end(inv);
+    r
 }
 
 /// `mmap`/`mmap64`: a fixed mapping replaces what was there.
@@ -92,11 +102,13 @@ pub unsafe fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    if flags & MAP_FIXED_ANY == libc::MAP_FIXED {
-        invalidate_range(addr as usize, len);
-    }
+    let inv =
+        (flags & MAP_FIXED_ANY == libc::MAP_FIXED).then(|| invalidate_begin(addr as usize, len));
     // SAFETY: the caller's arguments, passed on.
-    unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) as *mut c_void }
+    let r =
+        unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) as *mut c_void };
+    end(inv);
+    r
 }
 
 /// `mremap` (the fifth argument read only with `MREMAP_FIXED`, as the
@@ -111,14 +123,16 @@ pub unsafe fn mremap(
     flags: c_int,
     new_addr: *mut c_void,
 ) -> *mut c_void {
-    invalidate_range(old as usize, old_len);
-    if flags & libc::MREMAP_FIXED != 0 {
-        invalidate_range(new_addr as usize, new_len);
-    }
+    let inv_old = invalidate_begin(old as usize, old_len);
+    let inv_new =
+        (flags & libc::MREMAP_FIXED != 0).then(|| invalidate_begin(new_addr as usize, new_len));
     // SAFETY: the caller's arguments, passed on.
-    unsafe {
+    let r = unsafe {
         libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_addr) as *mut c_void
-    }
+    };
+    end(inv_new);
+    invalidate_end(inv_old);
+    r
 }
 
 /// `madvise`: the advice that drops or replaces pages invalidates.
@@ -126,14 +140,15 @@ pub unsafe fn mremap(
 /// # Safety
 /// As `madvise(2)`.
 pub unsafe fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
-    if matches!(
+    let inv = matches!(
         advice,
         libc::MADV_DONTNEED | libc::MADV_FREE | libc::MADV_REMOVE | libc::MADV_DONTNEED_LOCKED
-    ) {
-        invalidate_range(addr as usize, len);
-    }
+    )
+    .then(|| invalidate_begin(addr as usize, len));
     // SAFETY: the caller's arguments, passed on.
-    unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) as c_int }
+    let r = unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) as c_int };
+    end(inv);
+    r
 }
 
 /// `sbrk`: a negative increment gives the top of the heap back.
@@ -141,13 +156,15 @@ pub unsafe fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
 /// # Safety
 /// As `sbrk(2)`.
 pub unsafe fn sbrk(inc: libc::intptr_t) -> *mut c_void {
-    if inc < 0 && any_cached() {
+    let inv = (inc < 0 && any_cached()).then(|| {
         // SAFETY: sbrk(0) only reads the break.
         let cur = unsafe { __sbrk(0) } as usize;
-        invalidate_range(cur.wrapping_sub(inc.unsigned_abs()), inc.unsigned_abs());
-    }
+        invalidate_begin(cur.wrapping_sub(inc.unsigned_abs()), inc.unsigned_abs())
+    });
     // SAFETY: the caller's argument, passed on to glibc's own entry.
-    unsafe { __sbrk(inc) }
+    let r = unsafe { __sbrk(inc) };
+    end(inv);
+    r
 }
 
 /// `brk`, through `sbrk` (glibc's break bookkeeping stays right).
@@ -171,12 +188,10 @@ pub unsafe fn brk(addr: *mut c_void) -> c_int {
 /// # Safety
 /// As `free(3)`.
 pub unsafe fn free(p: *mut c_void) {
-    if !p.is_null() && any_cached() {
-        let n = usable_size(p);
-        invalidate_range(p as usize, n);
-    }
+    let inv = (!p.is_null() && any_cached()).then(|| invalidate_begin(p as usize, usable_size(p)));
     // SAFETY: passed on to the allocator's own free.
-    unsafe { next_free()(p) }
+    unsafe { next_free()(p) };
+    end(inv);
 }
 
 /// `realloc`: the old block may move (and its memory be reused).
@@ -184,12 +199,11 @@ pub unsafe fn free(p: *mut c_void) {
 /// # Safety
 /// As `realloc(3)`.
 pub unsafe fn realloc(p: *mut c_void, n: size_t) -> *mut c_void {
-    if !p.is_null() && any_cached() {
-        let old = usable_size(p);
-        invalidate_range(p as usize, old);
-    }
+    let inv = (!p.is_null() && any_cached()).then(|| invalidate_begin(p as usize, usable_size(p)));
     // SAFETY: passed on to the allocator's own realloc.
-    unsafe { next_realloc()(p, n) }
+    let r = unsafe { next_realloc()(p, n) };
+    end(inv);
+    r
 }
 
 /// Defines the memory hooks as exported C symbols of the crate that invokes
