@@ -12,9 +12,11 @@
 //! that interpose on the process's calls (`libzeronic.so`, the C library,
 //! and `libzn_shim.so`, the `LD_PRELOAD` shim) define `munmap`, `mmap`
 //! (`MAP_FIXED`), `mremap`, `madvise`, `brk`, `sbrk`, `shmdt`, `free` and
-//! `realloc`, and call [`invalidate_range`] with the range about to change
-//! *before* the real call runs. [`invalidate_range`] marks every cached
-//! region overlapping it stale in every cache of the process: a stale region
+//! `realloc`, and call [`invalidate_begin`] with the range about to change
+//! *before* the real call runs and [`invalidate_end`] after it. That marks
+//! every cached region overlapping it stale in every cache of the process,
+//! through a lock-free log no invalidation is lost from (see "The
+//! invalidation log" below): a stale region
 //! is never returned again, and it is deregistered at once, or, if a posted
 //! send still uses it (its lease not yet [`RegCache::put`] back), when that
 //! lease comes back. `fork()` empties every cache in the child (the child's
@@ -29,7 +31,7 @@
 //! module change (proposed in `docs/shim.md`).
 
 use crate::{Device, Region, Result};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 /// The registration step of a cache: `MR_REG` and `MR_DEREG` on a
@@ -118,6 +120,11 @@ struct Inner<R: Registrar> {
     max_entries: usize,
     clock: u64,
     stats: CacheStats,
+    /// Every record of the invalidation log below this ticket has been
+    /// applied to `entries` (the first record not yet written, if any).
+    applied: u64,
+    /// `LOG_LOST` when last applied.
+    lost_seen: u64,
 }
 
 /// A lease on a cached region: `key` and the `offset` of the asked address
@@ -159,8 +166,8 @@ pub(crate) struct Cache<R: Registrar> {
 
 /// What the hooks do to a cache, whatever its [`Registrar`].
 trait Hooked: Send + Sync {
-    /// Marks the regions overlapping `[addr, end)` stale (`try_lock`).
-    fn invalidate(&self, addr: usize, end: usize);
+    /// Applies the invalidation log (`try_lock`).
+    fn apply(&self);
     /// Forgets every region (`try_lock`; a forked child).
     fn forget_all(&self);
 }
@@ -238,6 +245,8 @@ impl<R: Registrar> Cache<R> {
             max_entries: max_entries.max(1),
             clock: 0,
             stats: CacheStats::default(),
+            applied: LOG_HEAD.load(Ordering::SeqCst),
+            lost_seen: LOG_LOST.load(Ordering::SeqCst),
         }));
         let hooked: Arc<dyn Hooked> = inner.clone();
         lock(&CACHES).push(Arc::downgrade(&hooked));
@@ -252,6 +261,7 @@ impl<R: Registrar> Cache<R> {
         let a = addr as usize;
         let e = a.saturating_add(len.max(1));
         let mut g = lock(&self.inner);
+        g.apply_log();
         g.clock += 1;
         let now = g.clock;
         if let Some(ent) = g.entries.iter_mut().find(|x| {
@@ -272,52 +282,93 @@ impl<R: Registrar> Cache<R> {
             g.stats.hits += 1;
             return Ok(lease);
         }
-        // Make room: the least recently used region without leases.
-        while g.entries.len() >= g.max_entries {
-            let victim = g
-                .entries
-                .iter()
-                .enumerate()
-                .filter(|(_, x)| x.leases == 0)
-                .min_by_key(|(_, x)| x.last_use)
-                .map(|(i, _)| i);
-            let Some(i) = victim else { break };
-            let ent = g.entries.swap_remove(i);
-            g.stats.evictions += 1;
-            release::<R>(ent);
-        }
-        let (ps, pe) = (a & !(PAGE - 1), e.div_ceil(PAGE) * PAGE);
         let reg = g.reg.clone();
-        // SAFETY: the caller's contract.
-        let region = match unsafe { reg.register(ps as *const u8, pe - ps, access) } {
-            Ok(r) => r,
-            // Whole pages reach into something unmapped or read-only.
+        // MR_REG runs without the lock (hooks never wait for it anyway).
+        // The registration in flight counts as an entry, so the hooks'
+        // fast path (`any_cached`) does not skip the invalidations it
+        // must see.
+        LIVE_ENTRIES.fetch_add(1, Ordering::SeqCst);
+        drop(g);
+        let (ps, pe) = (a & !(PAGE - 1), e.div_ceil(PAGE) * PAGE);
+        let mut attempt = 1;
+        loop {
+            // Invalidations that end from here on are checked below.
+            let t0 = LOG_HEAD.load(Ordering::SeqCst);
+            let lost0 = LOG_LOST.load(Ordering::SeqCst);
             // SAFETY: the caller's contract.
-            Err(_) => unsafe { reg.register(addr, e - a, access) }?,
-        };
-        let (start, rlen) = R::span(&region);
-        let end = start + rlen;
-        g.stats.misses += 1;
-        LIVE_ENTRIES.fetch_add(1, Ordering::Relaxed);
-        let lease = Lease {
-            key: R::key(&region),
-            offset: (a - start) as u64,
-            start,
-        };
-        g.entries.push(Entry {
-            region: Some(region),
-            start,
-            end,
-            leases: 1,
-            stale: false,
-            last_use: now,
-        });
-        Ok(lease)
+            let region = match unsafe { reg.register(ps as *const u8, pe - ps, access) } {
+                Ok(r) => Ok(r),
+                // Whole pages reach into something unmapped or read-only.
+                // SAFETY: the caller's contract.
+                Err(_) => unsafe { reg.register(addr, e - a, access) },
+            };
+            let region = match region {
+                Ok(r) => r,
+                Err(err) => {
+                    LIVE_ENTRIES.fetch_sub(1, Ordering::SeqCst);
+                    return Err(err);
+                }
+            };
+            let (start, rlen) = R::span(&region);
+            let end = start + rlen;
+            let mut g = lock(&self.inner);
+            // The pages pinned may be the ones an invalidation racing with
+            // MR_REG is replacing: one still in progress (its real call may
+            // have run after the pin), or one that ended after `t0`. The
+            // order matters: an invalidation publishes its end in the log
+            // before it leaves the in-progress table. Checked under the
+            // lock: records another thread applied since `t0` are not
+            // applied again below.
+            let raced = active_overlaps(start, end)
+                || LOG_LOST.load(Ordering::SeqCst) != lost0
+                || log_overlaps(t0, start, end);
+            g.evict();
+            let lease = Lease {
+                key: R::key(&region),
+                offset: (a - start) as u64,
+                start,
+            };
+            g.entries.push(Entry {
+                region: Some(region),
+                start,
+                end,
+                leases: 1,
+                stale: raced,
+                last_use: now,
+            });
+            // Records not yet applied (written or not) now cover the new
+            // entry as well as the others.
+            g.apply_log();
+            // Leased, so still there (`apply_log` removes only unleased).
+            let Some(idx) = g.entries.iter().rposition(|x| {
+                x.start == start && x.region.as_ref().map(R::key) == Some(lease.key)
+            }) else {
+                return Ok(lease);
+            };
+            if !g.entries[idx].stale {
+                g.stats.misses += 1;
+                return Ok(lease);
+            }
+            if attempt == MAX_ATTEMPTS {
+                // Invalidations kept racing: the caller gets a lease of its
+                // own, never handed out again and deregistered at `put`.
+                g.stats.misses += 1;
+                return Ok(lease);
+            }
+            // Register again: the range holds its new pages by now (or is
+            // being replaced still).
+            let ent = g.entries.swap_remove(idx);
+            drop(g);
+            LIVE_ENTRIES.fetch_add(1, Ordering::SeqCst);
+            release::<R>(ent);
+            attempt += 1;
+        }
     }
 
     /// [`RegCache::put`].
     pub(crate) fn put(&self, lease: Lease) {
         let mut g = lock(&self.inner);
+        g.apply_log();
         let Some(i) = g.entries.iter().position(|x| {
             x.start == lease.start && x.region.as_ref().map(R::key) == Some(lease.key)
         }) else {
@@ -333,7 +384,8 @@ impl<R: Registrar> Cache<R> {
 
     /// [`RegCache::stats`].
     pub(crate) fn stats(&self) -> CacheStats {
-        let g = lock(&self.inner);
+        let mut g = lock(&self.inner);
+        g.apply_log();
         let mut s = g.stats;
         s.entries = g.entries.len() as u64;
         s.bytes = g.entries.iter().map(|x| (x.end - x.start) as u64).sum();
@@ -353,6 +405,76 @@ impl<R: Registrar> Cache<R> {
     }
 }
 
+impl<R: Registrar> Inner<R> {
+    /// Deregisters least recently used regions without leases until a new
+    /// one fits.
+    fn evict(&mut self) {
+        while self.entries.len() >= self.max_entries {
+            let victim = self
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| x.leases == 0)
+                .min_by_key(|(_, x)| x.last_use)
+                .map(|(i, _)| i);
+            let Some(i) = victim else { break };
+            let ent = self.entries.swap_remove(i);
+            self.stats.evictions += 1;
+            release::<R>(ent);
+        }
+    }
+
+    /// Marks the regions overlapping `[addr, end)` stale (every region if
+    /// `addr > end`), deregistering those without leases.
+    fn mark_stale(&mut self, addr: usize, end: usize) {
+        let mut i = 0;
+        while i < self.entries.len() {
+            let x = &mut self.entries[i];
+            if !x.stale && (addr > end || (x.start < end && addr < x.end)) {
+                x.stale = true;
+                self.stats.invalidations += 1;
+                if self.entries[i].leases == 0 {
+                    let ent = self.entries.swap_remove(i);
+                    release::<R>(ent);
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Applies the invalidation log's records from `applied` on. A record
+    /// overwritten before it was applied, or one a hook could not write
+    /// (`LOG_LOST`), makes every region stale: the range is not known.
+    fn apply_log(&mut self) {
+        const ALL: (usize, usize) = (usize::MAX, 0);
+        let lost = LOG_LOST.load(Ordering::SeqCst);
+        let head = LOG_HEAD.load(Ordering::SeqCst);
+        if lost != self.lost_seen {
+            self.lost_seen = lost;
+            self.mark_stale(ALL.0, ALL.1);
+        }
+        let mut from = self.applied;
+        if head - from > LOG_LEN as u64 {
+            self.mark_stale(ALL.0, ALL.1);
+            from = head - LOG_LEN as u64;
+        }
+        let mut first_unwritten = None;
+        for t in from..head {
+            match log_read(t) {
+                Rec::Range(a, b) => self.mark_stale(a, b),
+                Rec::Gone => self.mark_stale(ALL.0, ALL.1),
+                // Its hook is between taking the ticket and writing the
+                // record: applied by a later call, to the regions then.
+                Rec::Unwritten => {
+                    first_unwritten.get_or_insert(t);
+                }
+            }
+        }
+        self.applied = first_unwritten.unwrap_or(head);
+    }
+}
+
 impl<R: Registrar> Drop for Cache<R> {
     fn drop(&mut self) {
         self.flush();
@@ -367,10 +489,166 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn release<R: Registrar>(mut e: Entry<R::Region>) {
-    LIVE_ENTRIES.fetch_sub(1, Ordering::Relaxed);
+    LIVE_ENTRIES.fetch_sub(1, Ordering::SeqCst);
     if let Some(r) = e.region.take() {
         R::release(r);
     }
+}
+
+// The invalidation log.
+//
+// A hook never takes a cache's lock to invalidate (it may run inside the
+// cache's own code, in a signal handler, or while another thread registers
+// under that lock): it writes the range into a lock-free log, and every
+// cache applies the log's new records under its own lock before it answers
+// a `get`, a `put` or `stats`, so no invalidation is ever skipped. A hook
+// writes the range twice: before the real call (regions cached then go
+// stale before the range can hold other pages) and after it (a
+// registration in flight may have pinned the old pages just before the
+// real call). In between, the range is in the table of invalidations in
+// progress, which a registration checks once MR_REG returned: if it raced
+// with one, it is not cached (`Cache::get`). Everything is atomics on
+// static arrays: no allocation, no lock, no wait, so it is safe in a signal
+// handler and inside any code of the process.
+
+/// Records the log keeps; a cache that fell further behind invalidates all.
+const LOG_LEN: usize = 256;
+/// Invalidations in progress with a known range; more are counted in
+/// `ACTIVE_UNKNOWN` (as "everything").
+const ACTIVE_LEN: usize = 64;
+/// Registrations of one `get` that raced with an invalidation of their
+/// range before the last one is handed out uncached.
+const MAX_ATTEMPTS: u32 = 3;
+
+/// A log record: `seq` is `ticket << 1` while the hook writes it,
+/// `ticket << 1 | 1` once written (a seqlock; 0: never used).
+struct LogSlot {
+    seq: AtomicU64,
+    start: AtomicUsize,
+    end: AtomicUsize,
+}
+
+/// An invalidation in progress: `state` is `gen << 2 | kind` (kind 0 free,
+/// 1 being claimed, 2 in progress over `[start, end)`).
+struct ActiveSlot {
+    state: AtomicU64,
+    start: AtomicUsize,
+    end: AtomicUsize,
+}
+
+static LOG: [LogSlot; LOG_LEN] = [const {
+    LogSlot {
+        seq: AtomicU64::new(0),
+        start: AtomicUsize::new(0),
+        end: AtomicUsize::new(0),
+    }
+}; LOG_LEN];
+/// The next record's ticket (tickets start at 1).
+static LOG_HEAD: AtomicU64 = AtomicU64::new(1);
+/// Records a hook could not write (its slot was being written by a hook
+/// that a signal interrupted): every cache goes stale once.
+static LOG_LOST: AtomicU64 = AtomicU64::new(0);
+static ACTIVE: [ActiveSlot; ACTIVE_LEN] = [const {
+    ActiveSlot {
+        state: AtomicU64::new(0),
+        start: AtomicUsize::new(0),
+        end: AtomicUsize::new(0),
+    }
+}; ACTIVE_LEN];
+/// Invalidations in progress without a slot in `ACTIVE`.
+static ACTIVE_UNKNOWN: AtomicUsize = AtomicUsize::new(0);
+
+enum Rec {
+    Range(usize, usize),
+    /// Overwritten by a later record.
+    Gone,
+    /// Ticket taken, record not written yet.
+    Unwritten,
+}
+
+fn log_push(start: usize, end: usize) {
+    let t = LOG_HEAD.fetch_add(1, Ordering::SeqCst);
+    let slot = &LOG[(t % LOG_LEN as u64) as usize];
+    let mut cur = slot.seq.load(Ordering::SeqCst);
+    loop {
+        if cur >> 1 > t {
+            // A later record has the slot: readers see this one as gone.
+            return;
+        }
+        if cur != 0 && cur & 1 == 0 {
+            // A hook interrupted while writing this slot (by the signal
+            // handler this may be): never wait for it.
+            LOG_LOST.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
+        match slot
+            .seq
+            .compare_exchange(cur, t << 1, Ordering::SeqCst, Ordering::SeqCst)
+        {
+            Ok(_) => break,
+            Err(now) => cur = now,
+        }
+    }
+    slot.start.store(start, Ordering::Relaxed);
+    slot.end.store(end, Ordering::Relaxed);
+    slot.seq.store(t << 1 | 1, Ordering::SeqCst);
+}
+
+fn log_read(t: u64) -> Rec {
+    let slot = &LOG[(t % LOG_LEN as u64) as usize];
+    let s1 = slot.seq.load(Ordering::SeqCst);
+    if s1 >> 1 > t {
+        return Rec::Gone;
+    }
+    if s1 != (t << 1 | 1) {
+        return Rec::Unwritten;
+    }
+    let (a, b) = (
+        slot.start.load(Ordering::Relaxed),
+        slot.end.load(Ordering::Relaxed),
+    );
+    fence(Ordering::Acquire);
+    if slot.seq.load(Ordering::Relaxed) != s1 {
+        return Rec::Gone;
+    }
+    Rec::Range(a, b)
+}
+
+/// Whether a record from ticket `t0` on overlaps `[start, end)` or cannot
+/// be read (overwritten). Unwritten ones are left to `apply_log`.
+fn log_overlaps(t0: u64, start: usize, end: usize) -> bool {
+    let head = LOG_HEAD.load(Ordering::SeqCst);
+    if head.saturating_sub(t0) > LOG_LEN as u64 {
+        return true;
+    }
+    (t0..head).any(|t| match log_read(t) {
+        Rec::Range(a, b) => a < end && start < b,
+        Rec::Gone => true,
+        Rec::Unwritten => false,
+    })
+}
+
+/// Whether an invalidation in progress overlaps `[start, end)`.
+fn active_overlaps(start: usize, end: usize) -> bool {
+    if ACTIVE_UNKNOWN.load(Ordering::SeqCst) != 0 {
+        return true;
+    }
+    ACTIVE.iter().any(|slot| {
+        let s1 = slot.state.load(Ordering::SeqCst);
+        if s1 & 3 != 2 {
+            // Free, or claimed by an invalidation whose real call has not
+            // run yet (its first record will reach the new entry).
+            return false;
+        }
+        let (a, b) = (
+            slot.start.load(Ordering::Relaxed),
+            slot.end.load(Ordering::Relaxed),
+        );
+        fence(Ordering::Acquire);
+        // Changed: that invalidation ended, and its second record is in
+        // the log already.
+        slot.state.load(Ordering::Relaxed) == s1 && a < end && start < b
+    })
 }
 
 /// An invalidation in progress: [`invalidate_begin`] before the real call,
@@ -378,83 +656,116 @@ fn release<R: Registrar>(mut e: Entry<R::Region>) {
 #[derive(Debug)]
 #[must_use = "end the invalidation with invalidate_end() after the real call"]
 pub struct Invalidation {
-    _private: (),
+    /// `[start, end)`, or `None` if nothing was recorded.
+    range: Option<(usize, usize)>,
+    /// Its slot in `ACTIVE`, or `None` if counted in `ACTIVE_UNKNOWN`.
+    slot: Option<usize>,
 }
 
 /// The memory hooks' entry before the real call changes
-/// `[addr, addr + len)`: as [`invalidate_range`].
+/// `[addr, addr + len)`: every cached region overlapping it becomes stale
+/// (never returned again) and is deregistered now, or when its last lease
+/// comes back, and no registration overlapping it is cached until
+/// [`invalidate_end`]. Never blocks, allocates or takes a lock it could
+/// wait for: safe from any code, including the cache's own and signal
+/// handlers.
 pub fn invalidate_begin(addr: usize, len: usize) -> Invalidation {
-    invalidate_range(addr, len);
-    Invalidation { _private: () }
+    if len == 0 || IN_FORK_CHILD.load(Ordering::Relaxed) || HOOKS_OFF.load(Ordering::Relaxed) {
+        return Invalidation {
+            range: None,
+            slot: None,
+        };
+    }
+    let end = addr.saturating_add(len);
+    let slot = ACTIVE.iter().position(|s| {
+        let cur = s.state.load(Ordering::SeqCst);
+        cur & 3 == 0
+            && s.state
+                .compare_exchange(cur, cur | 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+    });
+    match slot {
+        Some(i) => {
+            let s = &ACTIVE[i];
+            s.start.store(addr, Ordering::Relaxed);
+            s.end.store(end, Ordering::Relaxed);
+            let cur = s.state.load(Ordering::Relaxed);
+            s.state.store(cur & !3 | 2, Ordering::SeqCst);
+        }
+        None => {
+            ACTIVE_UNKNOWN.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    log_push(addr, end);
+    apply_now();
+    Invalidation {
+        range: Some((addr, end)),
+        slot,
+    }
 }
 
-/// The memory hooks' exit after the real call (it returned).
+/// The memory hooks' exit once the real call returned. Makes no system
+/// call (the caller's `errno` stays).
 pub fn invalidate_end(inv: Invalidation) {
-    let _ = inv;
+    let Some((addr, end)) = inv.range else { return };
+    // The second record first, then leave the table: a registration that
+    // no longer sees this invalidation in progress sees the record.
+    log_push(addr, end);
+    match inv.slot {
+        Some(i) => {
+            let s = &ACTIVE[i];
+            let cur = s.state.load(Ordering::Relaxed);
+            s.state
+                .store((cur >> 2).wrapping_add(1) << 2, Ordering::SeqCst);
+        }
+        None => {
+            ACTIVE_UNKNOWN.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
-/// The memory hooks' entry: `[addr, addr + len)` is about to be unmapped,
-/// remapped or have its pages replaced. Every cached region overlapping it
-/// becomes stale (never returned again) and is deregistered now, or when
-/// its last lease comes back. Cheap when no cache holds anything.
+/// Invalidates `[addr, addr + len)` in one step, for a caller without a
+/// real call to bracket (the hooks use [`invalidate_begin`] and
+/// [`invalidate_end`] around theirs). A registration racing with the
+/// change of the range is only caught if this runs after the change, too.
 pub fn invalidate_range(addr: usize, len: usize) {
-    if LIVE_ENTRIES.load(Ordering::Relaxed) == 0
-        || len == 0
-        || IN_FORK_CHILD.load(Ordering::Relaxed)
-        || HOOKS_OFF.load(Ordering::Relaxed)
-    {
+    invalidate_end(invalidate_begin(addr, len));
+}
+
+/// Applies the log to every cache whose lock is free, so stale regions are
+/// deregistered at once (the others apply it at their next use).
+fn apply_now() {
+    if LIVE_ENTRIES.load(Ordering::SeqCst) == 0 {
         return;
     }
-    // The work below allocates and frees: the `free` hook must not recurse
-    // into it (an unbounded recursion otherwise), nor may a hook that runs
-    // while this thread already invalidates.
+    // Deregistering frees memory: the `free` hook must not recurse into
+    // this (it only logs then), nor may a hook that runs while this thread
+    // already applies.
     thread_local! {
         static BUSY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
     if BUSY.with(|b| b.replace(true)) {
         return;
     }
-    invalidate_locked(addr, len);
+    if let Ok(caches) = CACHES.try_lock() {
+        for c in caches.iter().filter_map(Weak::upgrade) {
+            c.apply();
+        }
+    }
     BUSY.with(|b| b.set(false));
 }
 
-fn invalidate_locked(addr: usize, len: usize) {
-    let end = addr.saturating_add(len);
-    // A hook may run while this thread holds a cache's lock (a region's
-    // memory unmapped by the cache's own code never overlaps a cached
-    // range, but `try_lock` keeps that from deadlocking regardless).
-    let caches: Vec<Arc<dyn Hooked>> = match CACHES.try_lock() {
-        Ok(g) => g.iter().filter_map(Weak::upgrade).collect(),
-        Err(_) => return,
-    };
-    for c in caches {
-        c.invalidate(addr, end);
-    }
-}
-
 impl<R: Registrar> Hooked for Mutex<Inner<R>> {
-    fn invalidate(&self, addr: usize, end: usize) {
-        let Ok(mut g) = self.try_lock() else { return };
-        let mut i = 0;
-        while i < g.entries.len() {
-            let x = &mut g.entries[i];
-            if !x.stale && x.start < end && addr < x.end {
-                x.stale = true;
-                g.stats.invalidations += 1;
-                if g.entries[i].leases == 0 {
-                    let ent = g.entries.swap_remove(i);
-                    release::<R>(ent);
-                    continue;
-                }
-            }
-            i += 1;
+    fn apply(&self) {
+        if let Ok(mut g) = self.try_lock() {
+            g.apply_log();
         }
     }
 
     fn forget_all(&self) {
         let Ok(mut g) = self.try_lock() else { return };
         for mut e in std::mem::take(&mut g.entries) {
-            LIVE_ENTRIES.fetch_sub(1, Ordering::Relaxed);
+            LIVE_ENTRIES.fetch_sub(1, Ordering::SeqCst);
             if let Some(r) = e.region.take() {
                 R::forget(r);
             }
@@ -466,6 +777,16 @@ impl<R: Registrar> Hooked for Mutex<Inner<R>> {
 /// (the file is shared with the parent, whose regions they are; the child's
 /// pages are copies). Registered with `pthread_atfork` by the first cache.
 pub fn forget_all_after_fork() {
+    // Invalidations in progress were other threads', which the child has
+    // not: none is in progress.
+    for s in &ACTIVE {
+        let cur = s.state.load(Ordering::Relaxed);
+        if cur & 3 != 0 {
+            s.state
+                .store((cur >> 2).wrapping_add(1) << 2, Ordering::SeqCst);
+        }
+    }
+    ACTIVE_UNKNOWN.store(0, Ordering::SeqCst);
     let caches: Vec<Arc<dyn Hooked>> = match CACHES.try_lock() {
         Ok(g) => g.iter().filter_map(Weak::upgrade).collect(),
         Err(_) => return,
@@ -477,5 +798,8 @@ pub fn forget_all_after_fork() {
 
 /// Whether any cache of the process holds a region (the hooks' fast path).
 pub fn any_cached() -> bool {
-    LIVE_ENTRIES.load(Ordering::Relaxed) != 0
+    LIVE_ENTRIES.load(Ordering::SeqCst) != 0
 }
+
+#[cfg(test)]
+mod tests;
