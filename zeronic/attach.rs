@@ -94,17 +94,24 @@ pub(crate) struct AttachArg {
 
 /// The ZeroNIC port the socket's route leaves through: the NIC, its index
 /// and the port number.
+///
+/// The route's device is compared by identity, never by interface index: an
+/// index is unique only within one network namespace, and a process with its
+/// own (user) namespace can give a veth there zn0's index. A port moved to
+/// another namespace is still found from there.
+///
+/// # Errors
+///
+/// [`ENODEV`] if the route does not leave through a port of a bound NIC (or
+/// the socket is bound to another device), [`EOPNOTSUPP`] for an IPsec route.
 fn port_of(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32, u32)> {
-    let ifindex = match sk.route_ifindex()? {
-        Some(i) => i,
-        None => return Err(ENODEV),
-    };
+    let dev = sk.route_dev()?.ok_or(ENODEV)?;
     let bound = sk.bound_dev_if();
-    if bound != 0 && bound != ifindex {
+    // Both indexes are of the socket's own namespace.
+    if bound != 0 && sk.route_ifindex()? != Some(bound) {
         return Err(ENODEV);
     }
-    // CAST: ifindex is positive here.
-    control::find_port(ifindex as u32).ok_or(ENODEV)
+    control::find_port(dev).ok_or(ENODEV)
 }
 
 /// Maps the NIC's answer to `CMD_FLOW_INSTALL` to the documented errnos.
@@ -226,6 +233,9 @@ impl Ulp for ZnUlp {
         };
         // MTU probes are built without the sends' `ubuf_info` (patch 0021).
         sk.disable_mtu_probing();
+        // Urgent data is part of the stream, as the NIC placed it
+        // (docs/uapi.md, "Urgent data"); `consume()` reads through its mark.
+        sk.set_urgent_inline();
         arg.out.populate(flow.clone());
         Ok(flow)
     }

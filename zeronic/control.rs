@@ -35,6 +35,7 @@ use kernel::{
         Coherent, //
     },
     mm::pin::PinnedPages,
+    net::dev::DevId,
     new_mutex, new_spinlock_irq, pci,
     prelude::*,
     sync::{
@@ -45,6 +46,7 @@ use kernel::{
         },
         Arc,
         Mutex,
+        SetOnce,
         SpinLockIrq, //
     },
     task::Kuid,
@@ -136,13 +138,13 @@ pub(crate) fn lookup(nic: u32) -> Result<(Arc<Control>, u32)> {
     Ok((ctl, count))
 }
 
-/// The bound NIC that has a port with net_device `ifindex`: the NIC, its
+/// The bound NIC that has a port with net_device `dev`: the NIC, its
 /// index and the port.
-pub(crate) fn find_port(ifindex: u32) -> Option<(Arc<Control>, u32, u32)> {
+pub(crate) fn find_port(dev: DevId) -> Option<(Arc<Control>, u32, u32)> {
     let nics = NICS.lock();
     nics.iter().enumerate().find_map(|(i, c)| {
         let c = c.as_ref()?;
-        let port = c.port_with(ifindex)?;
+        let port = c.port_with(dev)?;
         // CAST: at most a handful of NICs.
         Some((c.clone(), i as u32, port))
     })
@@ -165,6 +167,10 @@ pub(crate) struct ZcStats {
 
 /// What the query ioctl reports about a port, kept current by the port.
 pub(crate) struct PortSnapshot {
+    /// The port's net_device, set once it is registered. Published NICs'
+    /// ports are registered: [`Control::shut_down`] withdraws the NIC before
+    /// they are unregistered, so an id found here is never a freed device's.
+    pub(crate) dev: SetOnce<DevId>,
     pub(crate) ifindex: Atomic<u32>,
     pub(crate) mtu: Atomic<u32>,
     pub(crate) link: Atomic<u32>,
@@ -177,6 +183,7 @@ pub(crate) struct PortSnapshot {
 impl PortSnapshot {
     const fn new() -> Self {
         Self {
+            dev: SetOnce::new(),
             ifindex: Atomic::new(0),
             mtu: Atomic::new(0),
             link: Atomic::new(0),
@@ -406,11 +413,11 @@ impl Control {
         self.flows.lock().get(hw_index as usize)?.clone()
     }
 
-    /// Port of this NIC whose net_device has `ifindex`.
-    fn port_with(&self, ifindex: u32) -> Option<u32> {
+    /// Port of this NIC whose net_device is `dev`.
+    fn port_with(&self, dev: DevId) -> Option<u32> {
         (0..self.identity.ports).find(|&p| {
             // CAST: u32 -> usize; `p < MAX_PORTS`.
-            self.ports[p as usize].ifindex.load(Relaxed) == ifindex && ifindex != 0
+            self.ports[p as usize].dev.copy() == Some(dev)
         })
     }
 

@@ -301,6 +301,7 @@ impl<'bound> ZeroNicDevice<'bound> {
             let reg = Arc::new(b.register()?, GFP_KERNEL)?;
             // CAST: u32 -> usize; `p < MAX_PORTS`.
             let snap = &control.ports[p as usize];
+            snap.dev.populate(reg.id());
             // CAST: ifindex is positive once registered.
             snap.ifindex.store(reg.ifindex() as u32, Relaxed);
             snap.mtu.store(reg.mtu(), Relaxed);
