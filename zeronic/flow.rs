@@ -54,7 +54,10 @@ use kernel::{
             TcpState,
             RCV_SHUTDOWN, //
         },
-        tcp::Piece,
+        tcp::{
+            Piece,
+            RecvChunk, //
+        },
     },
     new_mutex, new_spinlock_irq,
     prelude::*,
@@ -103,6 +106,11 @@ use crate::{
 
 /// Receive segments one flow may have posted (the NIC's `MS_PER_FLOW`).
 pub(crate) const MAX_SEGS: usize = crate::hw::regs::MS_PER_FLOW as usize;
+
+/// How far past the consumed bytes the receive window may reach: TCP's
+/// largest window (65535 << 14 is just under 2^30), and well inside the 2^31
+/// that sequence-number comparisons can order.
+const MAX_WINDOW_EDGE: u64 = 1 << 30;
 
 /// CQ entries a flow reserves for its own events: one for EOF or reset, one
 /// for the final `DETACHED`.
@@ -400,7 +408,7 @@ impl Flow {
         let mut placed = 0u64;
         let mut copied = 0u64;
         let mut copied_to = None;
-        let res = sk.read_sock(|chunk| {
+        let mut actor = |chunk: &RecvChunk<'_>| {
             let mut inner = self.inner.lock();
             if inner.phase != Phase::Attached {
                 return 0;
@@ -475,7 +483,16 @@ impl Flow {
             }
             self.settle(&mut inner, pos, placed - p0, copied - c0);
             used
-        });
+        };
+        // Urgent data is part of the stream (docs/uapi.md, "Urgent data"),
+        // but `read_sock()` stops before an urgent mark: pass one at the
+        // read position, read, and pass one the read stopped at. The socket
+        // is locked, so no new mark is set meanwhile: two rounds at most.
+        sk.pass_urgent_mark();
+        let mut res = sk.read_sock(&mut actor);
+        if res.is_ok() && sk.pass_urgent_mark() {
+            res = sk.read_sock(&mut actor);
+        }
         if let Err(e) = res {
             pr_debug!("flow {}: read_sock: {:?}\n", self.id, e);
         }
@@ -489,7 +506,12 @@ impl Flow {
             if inner.phase != Phase::Attached {
                 return;
             }
-            inner.nic_edge
+            // Posted room can exceed what a sequence number can say (2 GiB
+            // and more, as overlapping segments of one region): TCP compares
+            // the edge with `rcv_nxt` modulo 2^32, so an edge 2 GiB or more
+            // ahead would read as behind it and close the window for good.
+            // No TCP window exceeds 2^30 bytes (65535 << 14); nor does this.
+            inner.nic_edge.min(inner.rx_done + MAX_WINDOW_EDGE)
         };
         // The window ends where the room the NIC has does, so the peer never
         // sends what the NIC would have to hand over for copying (a lagging
