@@ -282,7 +282,8 @@ struct zeronic_flow_query {
  *   ENOTCONN the socket is not established (listening, connecting, closed)
  *   EEXIST  the socket is attached already (through any file), or has
  *           another upper-layer protocol (kTLS, sockmap)
- *   ENODEV  the socket's route does not go out of a ZeroNIC port
+ *   ENODEV  the socket's route does not go out of a ZeroNIC port (its device, not
+ *           an interface index of the socket's namespace, is compared)
  *   EOPNOTSUPP that port's header/data split is off (ethtool -G <port>
  *           tcp-data-split off); flows attached before are left alone
  *   ENOENT  no such CQ; RX_STREAM: no region with ring_key on the NIC

@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The zero-copy path against a hostile user or peer (issue 32): an
+ * unprivileged process in network namespaces of its own, a peer sending
+ * urgent data, posted room larger than sequence numbers can say.
+ *
+ * Runs in the two-port topology, like zc_test (zc_security.sh exports
+ * ZN_NS_A, ZN_NS_B and ZN_ADDR_B). Connections go from namespace a to a
+ * listener in namespace b over the ZeroNIC ports; the namespace case builds
+ * its own namespaces as uid 65534 in a user namespace.
+ */
+#define _GNU_SOURCE
+#include <grp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "zc_lib.h"
+
+FIXTURE(sec)
+{
+	int zfd, cli, srv;
+	__u32 cq;
+	void *map;
+	size_t map_size;
+	char *buf;
+	size_t len;
+	__u64 key;
+	struct zeronic_query base;
+};
+
+FIXTURE_SETUP(sec)
+{
+	self->zfd = zopen();
+	ASSERT_LE(0, self->zfd);
+	ASSERT_EQ(0, query(self->zfd, &self->base));
+	ASSERT_EQ(0, connect_pair(&self->cli, &self->srv))
+		TH_LOG("no TCP connection over the ZeroNIC ports (ZN_NS_A/B, ZN_ADDR_B): %s",
+		       strerror(errno));
+	ASSERT_EQ(0, cq_create(self->zfd, 512, -1, &self->cq, &self->map, &self->map_size));
+	self->len = 16 << 20;
+	self->buf = mmap(NULL, self->len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->buf);
+	ASSERT_EQ(0, reg(self->zfd, self->buf, self->len,
+			 ZERONIC_ACCESS_LOCAL_READ | ZERONIC_ACCESS_LOCAL_WRITE, &self->key));
+}
+
+FIXTURE_TEARDOWN(sec)
+{
+	struct zeronic_query q;
+
+	close(self->cli);
+	close(self->srv);
+	if (self->map && self->map != MAP_FAILED)
+		munmap(self->map, self->map_size);
+	close(self->zfd);
+	/* Whatever the test did, closing gives every flow and region back. */
+	self->zfd = zopen();
+	if (self->zfd >= 0 && !query(self->zfd, &q)) {
+		EXPECT_EQ(self->base.flows_in_use, q.flows_in_use);
+		EXPECT_EQ(self->base.mr_in_use, q.mr_in_use);
+		EXPECT_EQ(self->base.pinned_pages, q.pinned_pages);
+	}
+	close(self->zfd);
+	munmap(self->buf, self->len);
+}
+
+/* ---- an interface index is not a device (finding 1) ----------------------- */
+
+static int run(const char *fmt, ...)
+{
+	char cmd[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* Becomes uid 65534, then root of a new user namespace with a new network one. */
+static int unprivileged_user_and_net_ns(void)
+{
+	if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+		return -1;
+	/* A set-user-ID change made /proc/self root's: make it ours again. */
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0))
+		return -1;
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNET))
+		return -1;
+	if (write_file("/proc/self/setgroups", "deny") ||
+	    write_file("/proc/self/uid_map", "0 65534 1") ||
+	    write_file("/proc/self/gid_map", "0 65534 1"))
+		return -1;
+	return 0;
+}
+
+/* What the victim-less attacker saw: its exit code. */
+enum { SAW_ENODEV = 0, ATTACHED = 100, SETUP_FAILED = 101 };
+
+#define EVIL_PORT 6099
+
+/*
+ * The listener's end: a network namespace of the attacker's own (nested in
+ * its user namespace), which the attacker moves its veth's other end into.
+ */
+static void listener(int ready_wr, int go_rd)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(EVIL_PORT) };
+	int l, s, one = 1;
+	char c;
+
+	if (unshare(CLONE_NEWNET) || write(ready_wr, "n", 1) != 1)
+		_exit(1);
+	if (read(go_rd, &c, 1) != 1)	/* vb is here now */
+		_exit(1);
+	if (run("ip link set lo up && ip addr add 10.99.0.2/24 dev vb && ip link set vb up"))
+		_exit(1);
+	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (l < 0 || bind(l, (void *)&a, sizeof(a)) || listen(l, 1))
+		_exit(1);
+	if (write(ready_wr, "l", 1) != 1)
+		_exit(1);
+	/* Accepts and keeps the connection until the attacker is done. */
+	s = accept(l, NULL, NULL);
+	while (read(go_rd, &c, 1) > 0)
+		;
+	close(s);
+	_exit(0);
+}
+
+static int setup_failed(const char *what)
+{
+	fprintf(stderr, "# attacker: %s: %s\n", what, strerror(errno));
+	return SETUP_FAILED;
+}
+
+static int attacker(int idx0, int idx1)
+{
+	struct sockaddr_in b = { .sin_family = AF_INET, .sin_port = htons(EVIL_PORT) };
+	int ready[2], go[2], zfd, s, ret;
+	__u32 cq = 0, flow = 0;
+	pid_t pid;
+	char c;
+
+	if (unprivileged_user_and_net_ns() || pipe(ready) || pipe(go))
+		return setup_failed("user and network namespaces as uid 65534");
+	pid = fork();
+	if (pid == 0) {
+		close(ready[0]);
+		close(go[1]);
+		listener(ready[1], go[0]);
+	}
+	close(ready[1]);
+	close(go[0]);
+	if (pid < 0 || read(ready[0], &c, 1) != 1)
+		return setup_failed("the listener's namespace");
+	/* A veth whose end here has port 0's index, the other end port 1's. */
+	if (run("ip link set lo up && ip link add va index %d type veth peer name vb index %d &&"
+		" ip link set vb netns %d && ip addr add 10.99.0.1/24 dev va && ip link set va up",
+		idx0, idx1, pid))
+		return setup_failed("the veth with the ports' indexes");
+	if (write(go[1], "m", 1) != 1 || read(ready[0], &c, 1) != 1)
+		return setup_failed("the listener");
+	inet_pton(AF_INET, "10.99.0.2", &b.sin_addr);
+	s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || connect(s, (void *)&b, sizeof(b)))
+		return setup_failed("the connection over the veth");
+	zfd = zopen();
+	if (zfd < 0 || cq_create(zfd, 16, -1, &cq, NULL, NULL))
+		return setup_failed("/dev/zeronic and a CQ");
+	ret = attach(zfd, s, cq, ZERONIC_RX_MESSAGE, 0, 0, &flow);
+	close(zfd);
+	close(s);
+	close(go[1]);
+	waitpid(pid, NULL, 0);
+	if (ret == 0)
+		return ATTACHED;
+	return ret == ENODEV ? SAW_ENODEV : ret;
+}
+
+/*
+ * A process with network namespaces of its own gives a veth the interface
+ * indexes of both ZeroNIC ports and attaches a connection routed through
+ * it: the route does not leave through a ZeroNIC port, so ENODEV. Before
+ * the driver compared devices, it compared numbers: the attach succeeded
+ * and the NIC split a tuple of the attacker's choosing on port 0.
+ */
+TEST(attach_through_a_device_with_a_port_s_index_in_another_namespace_is_enodev)
+{
+	struct zeronic_query q;
+	int zfd = zopen(), status;
+	pid_t pid;
+
+	ASSERT_LE(0, zfd);
+	ASSERT_EQ(0, query(zfd, &q));
+	close(zfd);
+	ASSERT_LE(2u, q.num_ports);
+	ASSERT_NE(0u, q.ports[0].ifindex);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(attacker(q.ports[0].ifindex, q.ports[1].ifindex));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_NE(SETUP_FAILED, WEXITSTATUS(status))
+		TH_LOG("the attacker's namespaces could not be set up (user namespaces, veth, ip)");
+	EXPECT_NE(ATTACHED, WEXITSTATUS(status))
+		TH_LOG("a connection routed through another namespace's veth was attached");
+	EXPECT_EQ(SAW_ENODEV, WEXITSTATUS(status))
+		TH_LOG("attach returned %s, not ENODEV", strerror(WEXITSTATUS(status)));
+}
+
+/* ---- urgent data is part of the stream (finding 4) ------------------------ */
+
+/* The peer's stream: ordinary bytes with urgent ones between them; 0 if sent. */
+static int send_with_urgent_bytes(int s)
+{
+	if (write(s, "ab", 2) != 2 || send(s, "X", 1, MSG_OOB) != 1)
+		return -1;
+	usleep(100000);
+	if (write(s, "cd", 2) != 2 || send(s, "Y", 1, MSG_OOB) != 1)
+		return -1;
+	usleep(100000);
+	return write(s, "ef", 2) == 2 ? 0 : -1;
+}
+
+/*
+ * The peer sends urgent bytes (telnet, FTP's ABOR): they arrive inline, in
+ * stream order, and the flow goes on. Before, tcp_read_sock() stopped at the
+ * first urgent mark for good and the segment never completed.
+ */
+TEST_F(sec, urgent_bytes_arrive_inline_in_a_message_flow)
+{
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, 8));
+	ASSERT_EQ(0, send_with_urgent_bytes(self->cli));
+	ASSERT_EQ(0, cq_take(self->map, &e, 10000))
+		TH_LOG("the 8-byte segment did not complete: the flow stopped at an urgent mark");
+	EXPECT_EQ(0, e.status);
+	EXPECT_EQ(8u, e.len);
+	EXPECT_EQ(0, memcmp(self->buf, "abXcdYef", 8));
+	/* And the flow goes on after them. */
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 4096, 4));
+	ASSERT_EQ(4, write(self->cli, "more", 4));
+	ASSERT_EQ(0, cq_take(self->map, &e, 10000));
+	EXPECT_EQ(4u, e.len);
+	EXPECT_EQ(0, memcmp(self->buf + 4096, "more", 4));
+}
+
+TEST_F(sec, urgent_bytes_arrive_inline_in_a_stream_flow)
+{
+	struct zeronic_stream_consume sc = { 0 };
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0, got = 0;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_STREAM, self->key, 4096,
+			    &flow));
+	ASSERT_EQ(0, send_with_urgent_bytes(self->cli));
+	while (got < 8) {
+		ASSERT_EQ(0, cq_take(self->map, &e, 10000))
+			TH_LOG("%u of 8 bytes arrived: the flow stopped at an urgent mark", got);
+		ASSERT_EQ(ZERONIC_CQE_STREAM_DATA, e.opcode);
+		EXPECT_EQ(got, e.stream_off);
+		got += e.len;
+	}
+	EXPECT_EQ(8u, got);
+	EXPECT_EQ(0, memcmp(self->buf, "abXcdYef", 8));
+	sc.flow = flow;
+	sc.stream_off = got;
+	EXPECT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_STREAM_CONSUME, &sc));
+}
+
+/* ---- posted room beyond 2 GiB (finding 7) --------------------------------- */
+
+/*
+ * 129 receives of the same 16 MiB post 2 GiB and more of room. TCP orders
+ * sequence numbers modulo 2^32, so a window edge that far ahead read as
+ * behind rcv_nxt and the window stayed shut: the peer could send nothing.
+ */
+TEST_F(sec, posted_room_beyond_2_gib_still_opens_the_window)
+{
+	const unsigned int n = 129;
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0;
+	int status;
+	pid_t pid;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	for (unsigned int i = 0; i < n; i++) {
+		ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, self->len))
+			TH_LOG("post %u of %u", i, n);
+	}
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		char *src = malloc(self->len);
+
+		if (!src)
+			_exit(1);
+		memset(src, 0x5a, self->len);
+		_exit(write(self->cli, src, self->len) == (ssize_t)self->len ? 0 : 1);
+	}
+	EXPECT_EQ(0, cq_take(self->map, &e, 20000))
+		TH_LOG("nothing arrived: the window stayed shut");
+	EXPECT_EQ(0, e.status);
+	EXPECT_EQ(self->len, e.len);
+	if (e.len == self->len)
+		EXPECT_EQ(0x5a, self->buf[self->len - 1]);
+	/* A writer stuck on a shut window: end the connection, then reap it. */
+	shutdown(self->cli, SHUT_RDWR);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, detach(self->zfd, flow));
+}
+
+TEST_HARNESS_MAIN
