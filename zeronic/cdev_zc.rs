@@ -389,7 +389,13 @@ fn post_one(
     }
     {
         let inner = flow.inner.lock();
-        if inner.phase != Phase::Attached || (send && sk.shutdown() & SEND_SHUTDOWN != 0) {
+        // A receive after the EOF: its NIC flow is gone (or going).
+        let ended = if send {
+            sk.shutdown() & SEND_SHUTDOWN != 0
+        } else {
+            inner.remove_wanted
+        };
+        if inner.phase != Phase::Attached || ended {
             return Err(release(EPIPE));
         }
         if !send && inner.segs.len() >= MAX_SEGS {
@@ -422,5 +428,10 @@ fn post_recv(flow: &Arc<Flow>, mr: Arc<MrShared>, wr: &uapi::Wr) -> Result {
         .segs
         .push(Seg::new(wr.wr_id, mr, wr.offset, wr.len, start), GFP_ATOMIC);
     inner.posted_end = start + u64::from(wr.len);
+    if inner.nic_removed && inner.phase == Phase::Attached {
+        // The EOF's removal completed since the caller checked: the NIC
+        // never got this segment, and nothing else would give it back.
+        flow.give_back_removed(&mut inner);
+    }
     Ok(())
 }

@@ -27,7 +27,13 @@
 //! back to the application (completions with `ECANCELED`, or `ECONNRESET`
 //! after a reset). A connection that dies (reset, timeout) removes its NIC
 //! flow from softirq through the command queue; the segments are given back
-//! when that command completes. The NIC may give a removed flow's index to
+//! when that command completes. So does the end of the stream (the peer's
+//! FIN, or the application's `shutdown(SHUT_RD)`, once consumed): the NIC
+//! flow is removed, and the segments are completed (`F_EOF`, status 0) only
+//! when that removal completes, so the NIC never writes into a segment the
+//! application has back, nor places a later connection of the same tuple
+//! into the old flow's memory. Once a removal was asked for, no other
+//! command names the flow's index ([`FlowInner::remove_wanted`]). The NIC may give a removed flow's index to
 //! the next flow installed, so the driver's slot for it
 //! ([`crate::control::Control::remove_flow`]) is freed before each removal is
 //! submitted, and a flow is removed from the NIC once: a detach after the
@@ -203,9 +209,14 @@ pub(crate) struct FlowInner {
     pub(crate) event_posted: bool,
     /// The NIC flow was removed (confirmed): the segments may go back.
     pub(crate) nic_removed: bool,
-    /// The reset's `CMD_FLOW_REMOVE` was submitted (it completes later):
-    /// nothing may remove the flow's index again.
+    /// The reset's or EOF's `CMD_FLOW_REMOVE` was submitted (it completes
+    /// later): nothing may remove the flow's index again.
     pub(crate) remove_given: bool,
+    /// The NIC flow's removal was asked for (reset or EOF; given or
+    /// deferred): no command but that removal names the flow's index any
+    /// more, as the NIC may give the index to another flow once it executed
+    /// it.
+    pub(crate) remove_wanted: bool,
     /// The end of the receive room the NIC has: stream offset past the last
     /// segment whose `MS_POST` it executed (message mode), or its ring head
     /// plus the ring's size (stream mode). The receive window ends here,
@@ -343,6 +354,7 @@ impl Flow {
                     event_posted: false,
                     nic_removed: false,
                     remove_given: false,
+                    remove_wanted: false,
                     nic_edge,
                     edges,
                     deferred: Deferred::default(),
@@ -410,7 +422,10 @@ impl Flow {
         let mut copied_to = None;
         let mut actor = |chunk: &RecvChunk<'_>| {
             let mut inner = self.inner.lock();
-            if inner.phase != Phase::Attached {
+            // After the EOF nothing more is the stream's (bytes TCP still
+            // takes after `shutdown(SHUT_RD)` stay in its queue): the
+            // segments wait for the NIC flow's removal.
+            if inner.phase != Phase::Attached || inner.eof {
                 return 0;
             }
             let mut pos = stream_off(self.rx_isn, inner.rx_done, chunk.seq());
@@ -561,7 +576,7 @@ impl Flow {
     }
 
     /// Posts the completions the consumed bytes allow.
-    fn complete_rx(&self, inner: &mut FlowInner, progressed: bool, eof: bool) {
+    fn complete_rx(self: &Arc<Self>, inner: &mut FlowInner, progressed: bool, eof: bool) {
         match self.target {
             RxTarget::Segments => {
                 while inner.segs.first().is_some_and(|s| s.end() <= inner.rx_done) {
@@ -574,26 +589,20 @@ impl Flow {
                 Self::segs_removed(inner);
                 if eof && !inner.eof {
                     inner.eof = true;
-                    // The partly filled segment, and those after it, end here.
-                    let segs = core::mem::take(&mut inner.segs);
-                    Self::segs_removed(inner);
-                    for seg in segs {
-                        // CAST: the filled part of a segment fits its u32 length.
-                        let filled = inner
-                            .rx_done
-                            .saturating_sub(seg.start)
-                            .min(u64::from(seg.len)) as u32;
-                        let _ = self.complete(
-                            &recv_cqe(self.id, &seg, filled, 0, uapi::CQE_F_EOF),
-                            Credit::Reserved,
-                        );
-                    }
+                    // The partly filled segment, and those after it, end
+                    // here; they go back (and the EOF event is posted) once
+                    // the NIC confirmed it places nothing more in them.
+                    self.end_nic_flow(inner);
                 }
+                return;
             }
             RxTarget::Ring { .. } => {
                 if progressed || (eof && !inner.eof) {
-                    if eof {
+                    if eof && !inner.eof {
                         inner.eof = true;
+                        // The ring stays the flow's until it is detached,
+                        // but nothing more is placed in it.
+                        self.end_nic_flow(inner);
                     }
                     self.report_ring(inner);
                 }
@@ -602,6 +611,25 @@ impl Flow {
         if eof {
             self.post_event(inner, 0, uapi::CQE_F_EOF);
         }
+    }
+
+    /// The receive side ended (EOF) or the connection died: removes the NIC
+    /// flow, once. Its driver slot is freed first (the NIC may give the
+    /// index to the next flow installed once it executed the removal), its
+    /// commands still waiting for room never go, and the removal is given
+    /// to the NIC without waiting (any context); its completion
+    /// ([`Flow::removed`]) gives the segments back.
+    pub(crate) fn end_nic_flow(self: &Arc<Self>, inner: &mut FlowInner) {
+        if inner.remove_wanted {
+            return;
+        }
+        inner.remove_wanted = true;
+        inner.deferred.drop_data_cmds();
+        // Not the last reference: the caller holds one.
+        self.control.remove_flow(self.hw_index, self);
+        // If the NIC is broken or going away, its reset stops it; the
+        // segments are given back when the flow is detached.
+        self.remove_after_reset(inner);
     }
 
     /// Stream mode: reports the bytes not reported yet, if a CQ entry is
@@ -674,16 +702,10 @@ impl Flow {
         // CAST: errno values are small positive numbers.
         let status = err.unsigned_abs() as u16;
         self.post_event(&mut inner, status, 0);
-        // The NIC may reuse the index once it executed the removal, for a
-        // flow whose attach then needs the slot (or fails with EIO): free
-        // it first. Header entries still queued for this flow are dropped,
-        // as the connection is dead. Not the last reference: the caller
-        // holds one.
-        self.control.remove_flow(self.hw_index, self);
-        // From softirq: the segments go back once the NIC confirmed. If the
-        // NIC is broken or going away, its reset stops it; the segments are
-        // given back when the flow is detached.
-        self.remove_after_reset(&mut inner);
+        // Header entries still queued for this flow are dropped, as the
+        // connection is dead. From softirq: the segments go back once the
+        // NIC confirmed (unless the EOF's removal already did).
+        self.end_nic_flow(&mut inner);
     }
 
     /// The flow's NIC was unbound (`reset_done`: its reset completed, so it
@@ -761,15 +783,39 @@ impl CmdDone for Flow {
 }
 
 impl Flow {
-    /// `CMD_FLOW_REMOVE` posted at a reset completed: the NIC places nothing
-    /// any more, so the segments go back (`ECONNRESET`).
+    /// `CMD_FLOW_REMOVE` posted at a reset or EOF completed: the NIC places
+    /// nothing any more, so the segments go back.
     fn removed(&self, c: &CmdCompletion) {
         if c.status != status::ST_OK {
             pr_warn!("flow {}: NIC flow removal: status {}\n", self.id, c.status);
         }
         let mut inner = self.inner.lock();
         inner.nic_removed = true;
-        // CAST: errno values are small positive numbers.
-        self.flush_segments(&mut inner, ECONNRESET.to_errno().unsigned_abs() as u16);
+        self.give_back_removed(&mut inner);
+    }
+
+    /// Gives the segments back once the NIC flow's removal (reset or EOF)
+    /// completed: after an EOF with what they hold and `F_EOF` (then the
+    /// EOF event), after a reset with `ECONNRESET`.
+    pub(crate) fn give_back_removed(&self, inner: &mut FlowInner) {
+        if !inner.eof {
+            // CAST: errno values are small positive numbers.
+            self.flush_segments(inner, ECONNRESET.to_errno().unsigned_abs() as u16);
+            return;
+        }
+        let segs = core::mem::take(&mut inner.segs);
+        Self::segs_removed(inner);
+        for seg in segs {
+            // CAST: the filled part of a segment fits its u32 length.
+            let filled = inner
+                .rx_done
+                .saturating_sub(seg.start)
+                .min(u64::from(seg.len)) as u32;
+            let _ = self.complete(
+                &recv_cqe(self.id, &seg, filled, 0, uapi::CQE_F_EOF),
+                Credit::Reserved,
+            );
+        }
+        self.post_event(inner, 0, uapi::CQE_F_EOF);
     }
 }

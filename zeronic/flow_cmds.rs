@@ -23,8 +23,10 @@
 //! does. Deferred commands go out as segments, cursor, ring head (the last
 //! two carry the newest value when they go; the cursor first, as the NIC
 //! refuses a ring head beyond it), removal. Nothing but the removal goes
-//! once the flow is no longer attached, and nothing at all after it (its
-//! Flow Table entry may be another flow's by then).
+//! once it was asked for (reset, EOF) or the flow is no longer attached,
+//! and nothing at all after it (its Flow Table entry may be another flow's
+//! by then): what waited is dropped then, and later cursor or ring head
+//! updates are not sent.
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -80,6 +82,21 @@ impl Deferred {
     fn any(&self) -> bool {
         self.segs != 0 || self.ring_head || self.cursor || self.remove
     }
+
+    /// Forgets the waiting commands that give or move receive room: the NIC
+    /// flow is being removed, and they would name an index that may be
+    /// another flow's once the removal ran.
+    pub(crate) fn drop_data_cmds(&mut self) {
+        self.segs = 0;
+        self.ring_head = false;
+        self.cursor = false;
+    }
+}
+
+/// Whether commands other than its removal may still name the flow's index:
+/// it is attached and no removal was asked for.
+fn owns_index(inner: &FlowInner) -> bool {
+    inner.phase == Phase::Attached && !inner.remove_wanted
 }
 
 impl Flow {
@@ -123,6 +140,11 @@ impl Flow {
         start: u64,
         end: u64,
     ) -> Result {
+        if !owns_index(inner) {
+            // The segment is given back with the others when the removal
+            // completes (or at detach).
+            return Ok(());
+        }
         if inner.deferred.segs == 0 && self.give_segment(inner, cmd, start, end)? {
             return Ok(());
         }
@@ -159,6 +181,9 @@ impl Flow {
     /// Gives the NIC the ring's new head, `inner.ring_head` (stream mode),
     /// and with it the room up to that head plus the ring's size.
     pub(crate) fn update_ring_head(self: &Arc<Self>, inner: &mut FlowInner) {
+        if !owns_index(inner) {
+            return;
+        }
         if inner.deferred.any() {
             inner.deferred.ring_head = true;
             return;
@@ -174,6 +199,9 @@ impl Flow {
 
     /// Moves the NIC's cursor to `inner.nic_cursor`.
     pub(crate) fn update_cursor(self: &Arc<Self>, inner: &mut FlowInner) {
+        if !owns_index(inner) {
+            return;
+        }
         if inner.deferred.any() {
             inner.deferred.cursor = true;
             return;
@@ -194,9 +222,9 @@ impl Flow {
         Ok(true)
     }
 
-    /// Removes the NIC flow after a reset (phase `Reset`); its completion
-    /// gives the segments back. If the command queue is closed, the NIC is
-    /// broken or going away: its reset removes the flow.
+    /// Removes the NIC flow after a reset or EOF ([`Flow::end_nic_flow`]);
+    /// its completion gives the segments back. If the command queue is
+    /// closed, the NIC is broken or going away: its reset removes the flow.
     pub(crate) fn remove_after_reset(self: &Arc<Self>, inner: &mut FlowInner) {
         match self.give(inner, self.remove_cmd(), None, true) {
             Ok(true) => inner.remove_given = true,
@@ -208,7 +236,7 @@ impl Flow {
     /// Gives the NIC what waited for room, in order, at most [`ROOM_BATCH`]
     /// commands before letting other flows go first.
     fn give_deferred(self: &Arc<Self>, inner: &mut FlowInner) -> Result {
-        if inner.phase == Phase::Attached {
+        if owns_index(inner) {
             let mut budget = ROOM_BATCH;
             while inner.deferred.segs != 0 {
                 if budget == 0 {
@@ -244,7 +272,8 @@ impl Flow {
                 inner.deferred.ring_head = false;
             }
         }
-        if inner.phase == Phase::Reset && inner.deferred.remove {
+        // A detach removes the flow itself (waiting for the NIC).
+        if inner.phase != Phase::Detached && inner.remove_wanted && inner.deferred.remove {
             if !self.give(inner, self.remove_cmd(), None, true)? {
                 return Ok(());
             }
