@@ -9,6 +9,8 @@
  * - reconnect_after_fin: after FIN both ways on an attached flow, a new
  *   connection on the same 4-tuple must connect without losing its SYN
  *   and its payload must not land in the old flow's buffers.
+ * - detach_cancels_pending_sends: sends a detach drops before TCP took all
+ *   their bytes complete with ECANCELED, never as sent.
  *
  * Runs in the two-port topology (zc_teardown.sh sources zc_env.sh): the
  * attached socket is made in namespace a, its peer in namespace b.
@@ -309,6 +311,46 @@ TEST_F(td, reconnect_after_fin)
 		close(c1);
 	}
 	close(l);
+}
+
+/*
+ * Two sends to a peer that does not read, with small buffers both ways:
+ * the first is partly queued into TCP, the second not at all. A detach
+ * drops both; once TCP frees what it holds (the peer closes with unread
+ * data: a reset), both complete with ECANCELED and their full length.
+ */
+TEST_F(td, detach_cancels_pending_sends)
+{
+	int small = 4096, sends = 0, detached = 0;
+	struct zeronic_cqe e;
+	__u32 flow = 0;
+
+	ASSERT_EQ(0, connect_pair(&self->cli, &self->srv));
+	ASSERT_EQ(0, setsockopt(self->srv, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)));
+	ASSERT_EQ(0, setsockopt(self->cli, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)));
+	ASSERT_EQ(0, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_SEND, self->key_r, 0, 2 << 20));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_SEND, self->key_r, 2 << 20, 64 << 10));
+	ASSERT_EQ(0, detach(self->zfd, flow));
+	/* Unread data: the close resets the connection, and TCP frees its skbs. */
+	close(self->srv);
+	self->srv = -1;
+	while (sends < 2) {
+		ASSERT_EQ(0, cq_take(self->map, &e, 5000))
+			TH_LOG("%d of 2 send completions", sends);
+		if (e.opcode == ZERONIC_CQE_FLOW) {
+			detached += !!(e.flags & ZERONIC_CQE_F_DETACHED);
+			continue;
+		}
+		ASSERT_EQ(ZERONIC_CQE_SEND, e.opcode);
+		EXPECT_EQ(ECANCELED, e.status)
+			TH_LOG("send %llu (%u bytes): status %u", (unsigned long long)e.wr_id,
+			       e.len, e.status);
+		EXPECT_EQ(sends ? 64u << 10 : 2u << 20, e.len);
+		sends++;
+	}
+	EXPECT_EQ(1, detached + (cq_take(self->map, &e, 200) == 0 &&
+				  (e.flags & ZERONIC_CQE_F_DETACHED)));
 }
 
 TEST_HARNESS_MAIN

@@ -12,8 +12,11 @@
 //!
 //! A send is complete when the last skb referencing it is freed; it
 //! succeeded if by then `snd_una` covers its last byte ("freed" alone also
-//! happens at a reset or close). Completions are posted in posting order,
-//! whatever order the skbs are freed in.
+//! happens at a reset or close). A send a detach dropped before TCP took all
+//! of its bytes was not sent whatever `snd_una` says (its sequence numbers
+//! may not even be set): it completes with `ECANCELED` and does not count as
+//! sent. Completions are posted in posting order, whatever order the skbs
+//! are freed in.
 //!
 //! Bytes that do not fit the send buffer stay pending and are queued from
 //! the flow's work item when TCP reports send space (`sk_write_space`).
@@ -79,6 +82,8 @@ pub(crate) struct SendWr {
     pub(crate) len: u32,
     /// TCP sequence number of the first byte, set when it is queued.
     pub(crate) seq0: Atomic<u32>,
+    /// Dropped by a detach before TCP took all of its bytes.
+    cancelled: Atomic<bool>,
 }
 
 impl SendWr {
@@ -117,7 +122,9 @@ impl UbufComplete for SendWr {
         let end = self.seq0.load(Relaxed).wrapping_add(self.len);
         let acked = !seq_before(self.flow.sock.snd_una_lockless(), end);
         // CAST: errno values are small positive numbers.
-        let status = if acked {
+        let status = if self.cancelled.load(Relaxed) {
+            ECANCELED.to_errno().unsigned_abs() as u16
+        } else if acked {
             0
         } else {
             ECONNRESET.to_errno().unsigned_abs() as u16
@@ -202,6 +209,7 @@ impl Flow {
             mr_off,
             len,
             seq0: Atomic::new(0),
+            cancelled: Atomic::new(false),
         };
         // Room first, so that nothing fails once the send exists.
         let mut pending = self.tx_pending.lock();
@@ -271,9 +279,14 @@ impl Flow {
         self.tx_pending_hint.store(!pending.is_empty(), Relaxed);
     }
 
-    /// Drops the sends not queued yet (detach): they complete as failed.
+    /// Drops the sends not fully queued yet (detach): they complete with
+    /// `ECANCELED` once TCP freed what it took of them.
     pub(crate) fn drop_pending_sends(&self) {
         let pending = core::mem::take(&mut *self.tx_pending.lock());
+        for p in pending.iter() {
+            // Before the handle goes: dropping it may complete the send.
+            p.ubuf.cancelled.store(true, Relaxed);
+        }
         drop(pending);
     }
 
