@@ -11,6 +11,8 @@
  *   and its payload must not land in the old flow's buffers.
  * - detach_cancels_pending_sends: sends a detach drops before TCP took all
  *   their bytes complete with ECANCELED, never as sent.
+ * - consume_on_reset_flow_leaves_slot_alone: STREAM_CONSUME on a flow that
+ *   was reset must not move the ring of the flow the NIC gave its index to.
  *
  * Runs in the two-port topology (zc_teardown.sh sources zc_env.sh): the
  * attached socket is made in namespace a, its peer in namespace b.
@@ -19,6 +21,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdint.h>
@@ -351,6 +354,175 @@ TEST_F(td, detach_cancels_pending_sends)
 	}
 	EXPECT_EQ(1, detached + (cq_take(self->map, &e, 200) == 0 &&
 				  (e.flags & ZERONIC_CQE_F_DETACHED)));
+}
+
+/* Takes entries until `bytes` STREAM_DATA bytes of `flow` came (others dropped). */
+static int stream_bytes(void *map, __u32 flow, __u32 bytes, int ms)
+{
+	struct zeronic_cqe e;
+	__u32 got = 0;
+
+	while (got < bytes) {
+		if (cq_take(map, &e, ms))
+			return -1;
+		if (e.flow == flow && e.opcode == ZERONIC_CQE_STREAM_DATA)
+			got += e.len;
+	}
+	return 0;
+}
+
+static __u16 csum_fold(__u32 sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+static __u32 csum_add(__u32 sum, const void *p, size_t n)
+{
+	const __u8 *b = p;
+
+	for (size_t i = 0; i + 1 < n; i += 2)
+		sum += (b[i] << 8) | b[i + 1];
+	if (n & 1)
+		sum += b[n - 1] << 8;
+	return sum;
+}
+
+/*
+ * Sends, from namespace b, a TCP segment of `len` bytes `c` at sequence
+ * `seq` on `s`'s connection, as if `s` sent it (a raw socket: TCP's window
+ * does not stop it).
+ */
+static int inject(int s, __u32 seq, char c, size_t len)
+{
+	struct sockaddr_in me, peer;
+	socklen_t sl = sizeof(me);
+	__u8 pkt[20 + 20 + 256] = { 0 }, pseudo[12];
+	__u8 *ip = pkt, *tcp = pkt + 20;
+	int r, self, rs;
+	__u32 sum;
+
+	if (len > 256 || getsockname(s, (void *)&me, &sl))
+		return -1;
+	sl = sizeof(peer);
+	if (getpeername(s, (void *)&peer, &sl))
+		return -1;
+	ip[0] = 0x45;
+	ip[8] = 64;
+	ip[9] = IPPROTO_TCP;
+	memcpy(ip + 12, &me.sin_addr, 4);
+	memcpy(ip + 16, &peer.sin_addr, 4);
+	memcpy(tcp, &me.sin_port, 2);
+	memcpy(tcp + 2, &peer.sin_port, 2);
+	seq = htonl(seq);
+	memcpy(tcp + 4, &seq, 4);
+	tcp[12] = 5 << 4;
+	tcp[13] = 0x08; /* PSH, and no ACK: nothing for TCP to act on */
+	tcp[14] = 0xff;
+	tcp[15] = 0xff;
+	memset(tcp + 20, c, len);
+	memcpy(pseudo, ip + 12, 8);
+	pseudo[8] = 0;
+	pseudo[9] = IPPROTO_TCP;
+	pseudo[10] = (20 + len) >> 8;
+	pseudo[11] = (20 + len) & 0xff;
+	sum = csum_add(csum_add(0, pseudo, 12), tcp, 20 + len);
+	sum = csum_fold(sum);
+	tcp[16] = sum >> 8;
+	tcp[17] = sum & 0xff;
+	self = in_ns("ZN_NS_B");
+	if (self < 0)
+		return -1;
+	rs = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	back_ns(self);
+	if (rs < 0)
+		return -1;
+	r = sendto(rs, pkt, 40 + len, 0, (void *)&peer, sizeof(peer));
+	close(rs);
+	return r == (int)(40 + len) ? 0 : -1;
+}
+
+/* The sequence number of the next byte `s` sends (TCP repair mode; root). */
+static int write_seq(int s, __u32 *seq)
+{
+	int on = 1, off = 0, q = TCP_SEND_QUEUE;
+	socklen_t l = sizeof(*seq);
+	int r;
+
+	if (setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &on, sizeof(on)))
+		return -1;
+	r = setsockopt(s, IPPROTO_TCP, TCP_REPAIR_QUEUE, &q, sizeof(q)) ||
+	    getsockopt(s, IPPROTO_TCP, TCP_QUEUE_SEQ, seq, &l);
+	setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &off, sizeof(off));
+	return r ? -1 : 0;
+}
+
+/*
+ * Flow A (stream mode) receives 100 bytes and is reset; flow B is attached
+ * next, so the NIC may give it A's Flow Table index, and receives 200
+ * bytes into its own 4 KiB ring (unconsumed). STREAM_CONSUME of A's 100
+ * bytes must not reach the NIC: as a ring head update of that index it
+ * would move B's ring window to [100, 4196), where the NIC would place a
+ * frame at stream offset 4106 over B's unconsumed bytes 10..59 (ring
+ * offset 4106 % 4096). The frame is injected from the peer's namespace,
+ * then one real byte follows it, so the frame was handled once that byte
+ * is reported.
+ */
+#define RING 4096u
+
+TEST_F(td, consume_on_reset_flow_leaves_slot_alone)
+{
+	struct zeronic_stream_consume sc = { 0 };
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	int cli_b = -1, srv_b = -1, i;
+	__u32 fa = 0, fb = 0, seq;
+	struct zeronic_cqe e;
+
+	memset(self->buf, 0, RING);
+	ASSERT_EQ(0, connect_pair(&self->cli, &self->srv));
+	ASSERT_EQ(0, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_STREAM, self->key_rw,
+			    RING, &fa));
+	ASSERT_EQ(0, write_all(self->srv, 'a', 100));
+	ASSERT_EQ(0, stream_bytes(self->map, fa, 100, 5000)) TH_LOG("flow A got no data");
+	/* The peer resets A. */
+	ASSERT_EQ(0, setsockopt(self->srv, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+	close(self->srv);
+	self->srv = -1;
+	for (;;) {
+		ASSERT_EQ(0, cq_take(self->map, &e, 5000)) TH_LOG("no reset event on A");
+		if (e.flow == fa && e.opcode == ZERONIC_CQE_FLOW)
+			break;
+	}
+	EXPECT_EQ(ECONNRESET, e.status);
+
+	ASSERT_EQ(0, connect_pair(&cli_b, &srv_b));
+	ASSERT_EQ(0, attach(self->zfd, cli_b, self->cq, ZERONIC_RX_STREAM, self->key_rw,
+			    RING, &fb));
+	/* B's ring is where A's was (region offset 0): A's NIC flow is gone. */
+	ASSERT_EQ(0, write_all(srv_b, 'x', 200));
+	ASSERT_EQ(0, stream_bytes(self->map, fb, 200, 5000)) TH_LOG("flow B got no data");
+	for (i = 0; i < 200 && self->buf[i] == 'x'; i++)
+		;
+	ASSERT_EQ(200, i) TH_LOG("B's ring does not hold its bytes");
+
+	/* A's consumption: A's index is B's now on the NIC. */
+	sc.flow = fa;
+	sc.stream_off = 100;
+	ioctl(self->zfd, ZERONIC_IOC_STREAM_CONSUME, &sc);
+
+	ASSERT_EQ(0, write_seq(srv_b, &seq)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	/* Stream offset 0 of B is seq - 200. */
+	ASSERT_EQ(0, inject(srv_b, seq - 200 + RING + 10, 'Z', 50)) TH_LOG("inject: %s",
+									  strerror(errno));
+	ASSERT_EQ(0, write_all(srv_b, 'y', 1));
+	ASSERT_EQ(0, stream_bytes(self->map, fb, 1, 5000)) TH_LOG("B's next byte never came");
+	for (i = 0; i < 200 && self->buf[i] == 'x'; i++)
+		;
+	EXPECT_EQ(200, i) TH_LOG("B's unconsumed byte %d is 0x%02x: the NIC moved B's ring", i,
+				 (unsigned char)self->buf[i]);
+	close(srv_b);
+	close(cli_b);
 }
 
 TEST_HARNESS_MAIN

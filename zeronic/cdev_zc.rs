@@ -304,6 +304,9 @@ impl ZcFiles {
             }
             if req.stream_off > inner.ring_head {
                 inner.ring_head = req.stream_off;
+                // Sends nothing once the NIC flow's removal was asked for
+                // (reset, EOF) or the flow detached: its hw index may be
+                // another flow's by then.
                 flow.update_ring_head(&mut inner);
             }
         }
