@@ -9,6 +9,10 @@
 # rings, held regions), that the unbind completes, and that the leak is
 # annotated for kmemleak (the scan that ends every guest run must be clean).
 # After fault thaw + bind the NIC works again from clean counters.
+# A flow detached while the unbind waits for that reset must not report
+# the NIC's confirmation (DETACHED status 0, its segment given back): the
+# reset never confirms, so the detach reports EIO and keeps the segment
+# (docs/uapi.md), as the NIC may still write it.
 #
 # DMA-API debugging reports coherent memory still allocated when a driver
 # lets go of a device: for this deliberate leak, exactly one such report is
@@ -37,7 +41,10 @@ zn_net_start 6
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 bdf=$(basename "$ZN_PCI")
 mark=$(zn_log_mark)
-trap 'holder_kill; timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1' EXIT
+FLOW_HOLDER=$ZN_ROOT/selftests/zc_flow_holder
+FPID=
+fdir=$(mktemp -d)
+trap 'holder_kill; [ -z "$FPID" ] || kill -KILL "$FPID" 2>/dev/null; rm -rf "$fdir"; timeout 20 "$ZN_WIRE" fault thaw >/dev/null 2>&1' EXIT
 
 bound() { [ -e "$DRV/$bdf" ]; }
 dma_errors() { cat "$DMA_API/error_count"; }
@@ -49,6 +56,22 @@ setup() {
 	ip -n "$ZN_NS_A" link show "$ZN_IF_A" | grep -q 'state UP' || { echo "$ZN_IF_A is not up"; return 1; }
 }
 zn_case_here "a process holds 2 regions, the ports are up" setup
+
+# zc_flow_holder: a flow attached over the ports, talked to through fifos
+# (fd 7 its input, fd 8 its output).
+flow_setup() {
+	local line
+	mkfifo "$fdir/in" "$fdir/out" || return 1
+	env ZN_NS_A="$ZN_NS_A" ZN_NS_B="$ZN_NS_B" ZN_ADDR_B="${ZN_ADDR_B%/*}" \
+		"$FLOW_HOLDER" <"$fdir/in" >"$fdir/out" 2>&1 &
+	FPID=$!
+	exec 7>"$fdir/in" 8<"$fdir/out"
+	read -t 30 -r line <&8 || { echo "zc_flow_holder: no answer"; return 1; }
+	[ "$line" = ready ] || { echo "zc_flow_holder: '$line'"; return 1; }
+	# It detaches once the unbind below has withdrawn the NIC.
+	echo detach-at-unbind >&7
+}
+zn_case_here "a process holds an attached flow with a posted segment" flow_setup
 
 freeze() {
 	local out
@@ -85,6 +108,19 @@ lost_unbind() {
 	holder_stop
 }
 zn_case_here "unbind of the frozen NIC completes, logs that it did not reset and leaks, once" lost_unbind
+
+# EIO = 5: the NIC never confirmed, so nothing was given back.
+detach_during_unbind() {
+	local line
+	read -t 30 -r line <&8 || { echo "zc_flow_holder: no answer"; return 1; }
+	wait "$FPID"
+	FPID=
+	exec 7>&- 8<&-
+	zn_diag "zc_flow_holder: $line"
+	[ "$line" = "detached status=5 recvs=0" ] ||
+		{ echo "zc_flow_holder: '$line', want 'detached status=5 recvs=0'"; return 1; }
+}
+zn_case_here "a detach during the unbind reports EIO, its segment kept, as the reset failed" detach_during_unbind
 
 rebound() {
 	local out

@@ -294,12 +294,14 @@ fn nic_caught_up(ctl: &Control) -> bool {
 }
 
 /// Executes `cmd`: `true` if the NIC completed it or its reset completed.
+/// May wait for the unbind's reset (process context).
 fn exec_confirms(ctl: &Control, cmd: [u8; 64]) -> bool {
     match ctl.with_bound(|_, cmds| cmds.exec(cmd)) {
         // Any answer: the flow is not in the table any more.
         Ok(_) => true,
-        // Unbound: its reset emptied the Flow Table, if it completed.
-        Err(e) if e == ENODEV => !ctl.is_lost(),
+        // Unbinding or unbound: its reset empties the Flow Table, if it
+        // completes; until it did, nothing is confirmed.
+        Err(e) if e == ENODEV => ctl.reset_confirmed(),
         Err(_) => false,
     }
 }

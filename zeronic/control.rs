@@ -50,6 +50,10 @@ use kernel::{
         SpinLockIrq, //
     },
     task::Kuid,
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
 };
 
 use crate::{
@@ -556,6 +560,28 @@ impl Control {
         } else {
             Err(EOPNOTSUPP)
         }
+    }
+
+    /// Waits for the outcome of the reset that follows [`Control::shut_down`]
+    /// (process context, sleeps): `true` once it completed (the NIC does
+    /// nothing any more), `false` if it failed or the NIC is not being
+    /// unbound. Called by what needs the NIC's confirmation and found it
+    /// unbinding: that reset is the only confirmation left.
+    pub(crate) fn reset_confirmed(&self) -> bool {
+        // TIMEOUT: the unbind resets the NIC right after `shut_down` and
+        // waits at most `RESET_TIMEOUT_MS` for it; twice that, plus a
+        // second, covers the scheduling around it. Past that the reset
+        // is as good as failed.
+        let polls = (2 * crate::driver::RESET_TIMEOUT_MS + 1000) / 10;
+        for _ in 0..polls {
+            match self.inner.lock().state {
+                State::Quiesced => return true,
+                State::Lost | State::Running | State::Broken => return false,
+                State::Unbinding => {}
+            }
+            fsleep(Delta::from_millis(10));
+        }
+        false
     }
 
     /// Whether the NIC failed to confirm its unbind reset (see [`State::Lost`]).

@@ -65,7 +65,7 @@ use crate::{
 const EVQ_ENTRIES: u32 = 64;
 
 /// How long a reset may take (the model resets within one scan).
-const RESET_TIMEOUT_MS: i64 = 2000;
+pub(crate) const RESET_TIMEOUT_MS: i64 = 2000;
 
 /// Interface name template of the ports.
 const IFNAME: &CStr = c"zn%d";
