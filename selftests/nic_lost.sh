@@ -37,7 +37,7 @@ DMA_API=/sys/kernel/debug/dma-api
 
 zn_load
 zn_wait_path present /dev/zeronic || { ktap_print_header; ktap_exit_fail_msg "no /dev/zeronic"; }
-zn_net_start 6
+zn_net_start 8
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 bdf=$(basename "$ZN_PCI")
 mark=$(zn_log_mark)
