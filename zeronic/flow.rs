@@ -184,6 +184,15 @@ pub(crate) enum Phase {
     Detached,
 }
 
+/// What a flow's command gives the flow when it completes.
+pub(crate) enum Awaited {
+    /// Receive room (`MS_POST`, `FLOW_UPDATE` of the ring head): `nic_edge`
+    /// moves to this stream offset.
+    Room(u64),
+    /// A `FLOWU_CURSOR`: its result is the NIC's cursor (`nic_confirmed`).
+    Cursor,
+}
+
 /// Mutable state of a flow, under [`Flow::inner`].
 pub(crate) struct FlowInner {
     pub(crate) phase: Phase,
@@ -191,6 +200,11 @@ pub(crate) struct FlowInner {
     pub(crate) rx_done: u64,
     /// The NIC's cursor as far as the driver knows (reported or set).
     pub(crate) nic_cursor: u64,
+    /// The NIC's cursor as far as the NIC confirmed it: reported by a
+    /// header entry, or returned by a completed `FLOWU_CURSOR`. The NIC
+    /// never writes below it again (`docs/hardware.md`), so a segment is
+    /// given back only once it ends here or below.
+    pub(crate) nic_confirmed: u64,
     /// Posted segments, oldest first (message mode).
     pub(crate) segs: KVec<Seg>,
     /// Stream offset where the next posted segment starts.
@@ -223,11 +237,11 @@ pub(crate) struct FlowInner {
     /// not at the room the driver has queued commands for: a frame that
     /// beat its room's command to the NIC would be copied.
     pub(crate) nic_edge: u64,
-    /// Edges of the room-raising commands (`MS_POST`, `FLOW_UPDATE` of the
-    /// ring head) queued and not completed yet, oldest first: the NIC
-    /// executes commands in order, so each such completion of this flow
-    /// moves `nic_edge` to the first of them.
-    pub(crate) edges: KVec<u64>,
+    /// What the flow's commands with a completion callback give it, for
+    /// those queued and not completed yet, oldest first: the NIC executes
+    /// commands in order, so each such completion of this flow is the
+    /// first of them's.
+    pub(crate) awaited: KVec<Awaited>,
     /// Commands waiting for room in the command queue (`flow_cmds.rs`).
     pub(crate) deferred: Deferred,
     /// Send state (`flow_tx.rs`).
@@ -318,7 +332,7 @@ impl Flow {
         let control = DropInProcess::new(control)?;
         // Room for an edge per segment the NIC may have, and a few ring head
         // updates: the data path then never allocates one.
-        let edges = KVec::with_capacity(MAX_SEGS + 8, GFP_KERNEL)?;
+        let awaited = KVec::with_capacity(MAX_SEGS + 8, GFP_KERNEL)?;
         Arc::pin_init(
             try_pin_init!(Self {
                 id,
@@ -344,6 +358,7 @@ impl Flow {
                     phase: Phase::Attached,
                     rx_done: 0,
                     nic_cursor: 0,
+                    nic_confirmed: 0,
                     segs: KVec::new(),
                     posted_end: 0,
                     ring_head: ring_start,
@@ -356,7 +371,7 @@ impl Flow {
                     remove_given: false,
                     remove_wanted: false,
                     nic_edge,
-                    edges,
+                    awaited,
                     deferred: Deferred::default(),
                     tx,
                 }, "zeronic::flow"),
@@ -579,7 +594,11 @@ impl Flow {
     fn complete_rx(self: &Arc<Self>, inner: &mut FlowInner, progressed: bool, eof: bool) {
         match self.target {
             RxTarget::Segments => {
-                while inner.segs.first().is_some_and(|s| s.end() <= inner.rx_done) {
+                // Consumed, and out of the NIC's reach: bytes the CPU
+                // copied are below the NIC's cursor only once its
+                // `FLOWU_CURSOR` completed (whose completion runs this again).
+                let done = inner.rx_done.min(inner.nic_confirmed);
+                while inner.segs.first().is_some_and(|s| s.end() <= done) {
                     let Ok(seg) = inner.segs.remove(0) else {
                         break;
                     };
@@ -759,8 +778,8 @@ fn recv_cqe(flow: u32, seg: &Seg, len: u32, status: u16, flags: u32) -> Cqe {
 
 impl CmdDone for Flow {
     /// A command submitted with this flow as its callback completed: one
-    /// that raised the receive room (`raise_nic_edge`), or the
-    /// `CMD_FLOW_REMOVE` posted at a reset.
+    /// that raised the receive room (`raise_nic_edge`), a cursor move, or
+    /// the `CMD_FLOW_REMOVE` posted at a reset or EOF.
     fn done(self: Arc<Self>, c: &CmdCompletion) {
         if c.opcode == CMD_FLOW_REMOVE {
             self.removed(c);
@@ -768,16 +787,23 @@ impl CmdDone for Flow {
         }
         {
             let mut inner = self.inner.lock();
-            // The NIC has the room now (a failed command gives none, but
-            // the window must not stall behind it either: what arrives
-            // past real room is copied, as before the NIC had it).
-            match inner.edges.remove(0) {
-                Ok(edge) => inner.nic_edge = edge,
+            match inner.awaited.remove(0) {
+                // The NIC has the room now (a failed command gives none, but
+                // the window must not stall behind it either: what arrives
+                // past real room is copied, as before the NIC had it).
+                Ok(Awaited::Room(edge)) => inner.nic_edge = edge,
+                // A failed move confirms nothing: the segments it would
+                // have freed wait for the flow's removal.
+                Ok(Awaited::Cursor) if c.status == status::ST_OK => {
+                    inner.nic_confirmed = inner.nic_confirmed.max(c.result)
+                }
+                Ok(Awaited::Cursor) => return,
                 Err(_) => return,
             }
         }
-        // The window may grow: `consume()` raises its bound and sends the
-        // update, under the socket lock, so from process context.
+        // The window may grow, and segments the cursor passed may go back:
+        // `consume()` raises the window's bound and sends the update, under
+        // the socket lock, so from process context.
         let _ = workqueue::system().enqueue(self);
     }
 }

@@ -36,6 +36,7 @@ use crate::{
         CmdRoom, //
     },
     flow::{
+        Awaited,
         Flow,
         FlowInner,
         Phase,
@@ -102,30 +103,34 @@ fn owns_index(inner: &FlowInner) -> bool {
 impl Flow {
     /// Submits one of the flow's commands: `Ok(false)` if the backlog is full
     /// (the flow is then registered for room and the caller defers the
-    /// command). `edge`: the receive room the command gives (its completion
-    /// moves `nic_edge` there); `done`: whether the completion comes back to
-    /// the flow ([`CmdDone`]).
+    /// command). `awaited`: what its completion gives the flow (it then
+    /// comes back to the flow, [`CmdDone`]); `done`: whether the completion
+    /// comes back without (the removal).
     fn give(
         self: &Arc<Self>,
         inner: &mut FlowInner,
         cmd: [u8; 64],
-        edge: Option<u64>,
+        awaited: Option<Awaited>,
         done: bool,
     ) -> Result<bool> {
-        if edge.is_some() {
-            inner.edges.reserve(1, GFP_ATOMIC)?;
+        if awaited.is_some() {
+            inner.awaited.reserve(1, GFP_ATOMIC)?;
         }
         let waiter: Arc<dyn CmdRoom> = self.clone();
-        let on_done: Option<Arc<dyn CmdDone>> = if done { Some(self.clone()) } else { None };
+        let on_done: Option<Arc<dyn CmdDone>> = if done || awaited.is_some() {
+            Some(self.clone())
+        } else {
+            None
+        };
         let given =
             self.control
                 .submit_or_wait(cmd, on_done, &waiter, &mut inner.deferred.waiting)?;
         if given {
-            if let Some(e) = edge {
+            if let Some(a) = awaited {
                 // Cannot fail: reserved above. The completion cannot come
                 // first: it takes `inner`, which the caller holds with
                 // interrupts off.
-                let _ = inner.edges.push(e, GFP_ATOMIC);
+                let _ = inner.awaited.push(a, GFP_ATOMIC);
             }
         }
         Ok(given)
@@ -166,12 +171,12 @@ impl Flow {
             // Bytes below `start` were all copied and TCP accepted them:
             // a cursor the NIC takes.
             let cursor = self.update_cmd(FLOWU_CURSOR, start);
-            if !self.give(inner, cursor, None, false)? {
+            if !self.give(inner, cursor, Some(Awaited::Cursor), false)? {
                 return Ok(false);
             }
             inner.deferred.nic_end = start;
         }
-        if !self.give(inner, cmd, Some(end), true)? {
+        if !self.give(inner, cmd, Some(Awaited::Room(end)), false)? {
             return Ok(false);
         }
         inner.deferred.nic_end = end;
@@ -189,7 +194,7 @@ impl Flow {
             return;
         }
         if let Some((cmd, edge)) = self.ring_head_cmd(inner) {
-            match self.give(inner, cmd, Some(edge), true) {
+            match self.give(inner, cmd, Some(Awaited::Room(edge)), false) {
                 Ok(true) => {}
                 Ok(false) => inner.deferred.ring_head = true,
                 Err(e) => pr_debug!("flow {}: ring head not posted: {:?}\n", self.id, e),
@@ -215,7 +220,12 @@ impl Flow {
 
     fn give_cursor(self: &Arc<Self>, inner: &mut FlowInner) -> Result<bool> {
         let to = inner.nic_cursor;
-        if !self.give(inner, self.update_cmd(FLOWU_CURSOR, to), None, false)? {
+        if !self.give(
+            inner,
+            self.update_cmd(FLOWU_CURSOR, to),
+            Some(Awaited::Cursor),
+            false,
+        )? {
             return Ok(false);
         }
         inner.deferred.nic_end = inner.deferred.nic_end.max(to);
@@ -265,7 +275,7 @@ impl Flow {
             }
             if inner.deferred.ring_head {
                 if let Some((cmd, edge)) = self.ring_head_cmd(inner) {
-                    if !self.give(inner, cmd, Some(edge), true)? {
+                    if !self.give(inner, cmd, Some(Awaited::Room(edge)), false)? {
                         return Ok(());
                     }
                 }

@@ -213,6 +213,7 @@ pub(crate) fn deliver(
                 return Ok(delivered);
             }
             inner.nic_cursor = inner.nic_cursor.max(e.cursor);
+            inner.nic_confirmed = inner.nic_confirmed.max(e.cursor);
             while pos < end && usize::from(skb.nr_frags()) < MAX_SKB_FRAGS {
                 if pos < inner.rx_done {
                     // Already consumed: TCP drops it unread.
