@@ -183,4 +183,17 @@ static inline int cq_take(void *map, struct zeronic_cqe *out, int ms)
 	return -1;
 }
 
+/* Injects a NIC fault through the model's control (ZN_WIRE, zc_env.sh):
+ * "freeze" stops the NIC doing anything until "thaw". 0 on success. */
+static inline int nic_fault(const char *cmd)
+{
+	char line[512];
+	const char *w = getenv("ZN_WIRE");
+
+	if (!w)
+		return -1;
+	snprintf(line, sizeof(line), "timeout 20 %s fault %s >/dev/null", w, cmd);
+	return system(line);
+}
+
 #endif /* ZC_LIB_H */

@@ -332,4 +332,38 @@ TEST_F(sec, posted_room_beyond_2_gib_still_opens_the_window)
 	EXPECT_EQ(0, detach(self->zfd, flow));
 }
 
+/* ---- memory the NIC may still write (finding 12) -------------------------- */
+
+/*
+ * Bytes TCP queued before the attach are copied into the first segment by
+ * the CPU. The NIC had that segment (its MS_POST) and writes it until its
+ * cursor passes it, so the segment may go back only once the NIC executed
+ * the cursor move: with the NIC frozen, it must not complete. Before, it
+ * completed at once, while a frame of those bytes (a retransmission, or an
+ * injected one) could still be written into it.
+ */
+TEST_F(sec, a_segment_the_cpu_filled_goes_back_only_after_the_nic_moved_past_it)
+{
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0;
+	int early;
+
+	ASSERT_EQ(7, write(self->cli, "before|", 7));
+	usleep(300000);
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, nic_fault("freeze")) TH_LOG("the model's fault control (ZN_WIRE)");
+	EXPECT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, 7));
+	early = cq_take(self->map, &e, 1000);
+	ASSERT_EQ(0, nic_fault("thaw"));
+	EXPECT_NE(0, early)
+		TH_LOG("the segment completed (%u bytes) while the NIC could still write it", e.len);
+	if (early)
+		ASSERT_EQ(0, cq_take(self->map, &e, 10000))
+			TH_LOG("the segment never completed after the NIC moved on");
+	EXPECT_EQ(0, e.status);
+	EXPECT_EQ(7u, e.len);
+	EXPECT_NE(0u, e.flags & ZERONIC_CQE_F_COPIED);
+	EXPECT_EQ(0, memcmp(self->buf, "before|", 7));
+}
+
 TEST_HARNESS_MAIN

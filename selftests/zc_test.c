@@ -388,16 +388,6 @@ TEST_F(zc, cq_full_is_eagain_never_overflow)
 #define BL_SEG 512
 #define BL_FLOW_BYTES (BL_SEGS * BL_SEG)
 
-static int wire(const char *cmd)
-{
-	char line[512];
-	const char *w = getenv("ZN_WIRE");
-
-	if (!w)
-		return -1;
-	snprintf(line, sizeof(line), "timeout 20 %s fault %s >/dev/null", w, cmd);
-	return system(line);
-}
 
 static unsigned char bl_byte(int flow, size_t off)
 {
@@ -432,7 +422,7 @@ TEST_F(zc, posts_beyond_the_command_backlog_all_reach_the_nic)
 	}
 	memset(self->buf, 0, BL_FLOWS * BL_FLOW_BYTES);
 	/* Posted while the NIC is frozen: nothing drains the command ring. */
-	froze = wire("freeze");
+	froze = nic_fault("freeze");
 	for (f = 0; f < BL_FLOWS; f++) {
 		struct zeronic_post p = { .flow = flows[f], .count = BL_SEGS,
 					  .wrs = (uintptr_t)wrs[f] };
@@ -440,7 +430,7 @@ TEST_F(zc, posts_beyond_the_command_backlog_all_reach_the_nic)
 		errs[f] = ioctl(self->zfd, ZERONIC_IOC_POST, &p) ? errno : 0;
 		posted[f] = p.posted;
 	}
-	ASSERT_EQ(0, wire("thaw"));
+	ASSERT_EQ(0, nic_fault("thaw"));
 	ASSERT_EQ(0, froze);
 	for (f = 0; f < BL_FLOWS; f++) {
 		EXPECT_EQ(0, errs[f]) TH_LOG("flow %d: %s after %d", f, strerror(errs[f]),
