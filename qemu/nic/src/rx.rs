@@ -162,10 +162,13 @@ impl Device {
         let old_cursor = flow.cursor;
         let o = flow.stream_off(t.seq);
         let plan = match o {
-            _ if pay_len == 0 => Plan::Dup,
-            None => Plan::Dup,
+            // Starting below stream offset 0: no stream offset names it (and
+            // it may carry new bytes from offset 0 on): the normal path.
+            None => Plan::NoSpace,
+            Some(_) if pay_len == 0 => Plan::Dup,
             Some(o) => flow.plan(o, pay_len),
         };
+        // Only NoSpace has no offset, and it uses none.
         let o = o.unwrap_or(0);
         // The checksum decides before anything is written or reported
         // (duplicates and pure ACKs included); placement of a frame still
