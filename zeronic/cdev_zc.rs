@@ -63,6 +63,12 @@ use crate::{
 /// 513 pages).
 const CQ_MMAP_STRIDE: u64 = 1 << 24;
 
+/// CQs one file may hold: far more than flows need (a NIC has 1024 flows),
+/// and few enough that the table's linear lookups stay short. Memory is
+/// bounded by each CQ's charge to `RLIMIT_MEMLOCK` (`cq.rs`); this bounds a
+/// `CAP_IPC_LOCK` caller's table too.
+pub(crate) const MAX_CQS: usize = 1024;
+
 /// Ring sizes a stream-mode flow accepts: a power of two from a page up to
 /// what a completion's `len` (u32) can report.
 const RING_MIN: u64 = 4096;
@@ -119,11 +125,20 @@ impl ZcFiles {
         drop(core::mem::take(&mut *self.cqs.lock()));
     }
 
+    /// `ENOSPC` if the file holds [`MAX_CQS`] CQs (`cqs` is the locked table).
+    fn cq_room(cqs: &KVec<Arc<Cq>>) -> Result {
+        if cqs.len() >= MAX_CQS {
+            return Err(ENOSPC);
+        }
+        Ok(())
+    }
+
     pub(crate) fn cq_create(&self, arg: usize) -> Result<isize> {
         let (mut req, mut writer) = read_arg::<uapi::CqCreate>(arg)?;
         if req.reserved != 0 {
             return Err(EINVAL);
         }
+        Self::cq_room(&self.cqs.lock())?;
         let id = self.id();
         let cq = Cq::new(id, req.entries, req.eventfd)?;
         req.cq = id;
@@ -133,7 +148,10 @@ impl ZcFiles {
         // The user copy may fault, which takes the mmap lock: not under the
         // table's lock, which `mmap` takes under the mmap lock.
         writer.write(&req)?;
-        self.cqs.lock().push(cq, GFP_KERNEL)?;
+        let mut cqs = self.cqs.lock();
+        // Again, under the lock: another thread may have added CQs since.
+        Self::cq_room(&cqs)?;
+        cqs.push(cq, GFP_KERNEL)?;
         Ok(0)
     }
 
@@ -148,7 +166,8 @@ impl ZcFiles {
         if flows.iter().any(|f| f.cq.id == req.cq) {
             return Err(EBUSY);
         }
-        let _ = cqs.remove(pos);
+        // Its mappings, if any, keep it (and its charge) until unmapped.
+        let _ = cqs.remove(pos)?;
         Ok(0)
     }
 

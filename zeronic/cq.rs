@@ -23,11 +23,20 @@
 //! entries. Publishing and the flag check are fully ordered, so with the
 //! application's "arm, recheck `tail`, sleep" no wake-up is lost.
 //!
+//! **Accounting.** A CQ's pages (the header page and the entries, sized by
+//! `entries`) are charged to the creating user's `locked_vm` against
+//! `RLIMIT_MEMLOCK` ([`LockedCharge`]) for as long as the [`Cq`] lives:
+//! held by its file's table until `CQ_DESTROY`, by each flow reporting to
+//! it, and by each of its mappings (each VMA holds a reference, taken in
+//! its `open` and dropped in its `close`, [`CQ_VM_OPS`]), since a mapping
+//! keeps the pages until it is unmapped.
+//!
 //! Entries are posted from any context (the receive path's softirq, send
 //! completions wherever an skb is freed), under a spinlock that keeps
 //! interrupts off.
 
 use kernel::{
+    bindings,
     eventfd::EventFd,
     mm::{
         shared::SharedPages,
@@ -42,7 +51,54 @@ use kernel::{
     },
 };
 
-use crate::uapi;
+use crate::{
+    charge::LockedCharge,
+    uapi, //
+};
+
+/// The operations of a CQ's mappings: each VMA's `vm_private_data` is a
+/// reference to its [`Cq`] (`Arc::into_raw`), taken when the VMA is made
+/// ([`Cq::map_into`], `open` for a VMA split or copied from another) and
+/// given back by its `close`. Everything else is the kernel's default for a
+/// `VM_MIXEDMAP` mapping whose pages are all inserted.
+static CQ_VM_OPS: bindings::vm_operations_struct = bindings::vm_operations_struct {
+    open: Some(cq_vma_open),
+    close: Some(cq_vma_close),
+    // SAFETY: All-zero is a valid `vm_operations_struct`: no callbacks.
+    ..unsafe { core::mem::MaybeUninit::zeroed().assume_init() }
+};
+
+/// `vm_operations_struct::open`: a VMA was made from one of a CQ's VMAs
+/// (split, `mremap`), with the same `vm_private_data`.
+///
+/// # Safety
+///
+/// `vma` is a valid VMA whose `vm_private_data` holds a reference to a
+/// [`Cq`] on behalf of the VMA it was made from (see [`CQ_VM_OPS`]).
+unsafe extern "C" fn cq_vma_open(vma: *mut bindings::vm_area_struct) {
+    // SAFETY: By the function's requirements.
+    let ptr = unsafe { (*vma).vm_private_data }.cast::<Cq>();
+    // SAFETY: `ptr` came from `Arc::into_raw` and its reference (the other
+    // VMA's) is live; it is given back to it just below.
+    let other = unsafe { Arc::from_raw(ptr) };
+    // INVARIANT: one more reference, for this VMA.
+    let _ = Arc::into_raw(other.clone());
+    let _ = Arc::into_raw(other);
+}
+
+/// `vm_operations_struct::close`: one of a CQ's VMAs goes.
+///
+/// # Safety
+///
+/// `vma` is a valid VMA whose `vm_private_data` holds a reference to a
+/// [`Cq`] on its behalf (see [`CQ_VM_OPS`]), called once.
+unsafe extern "C" fn cq_vma_close(vma: *mut bindings::vm_area_struct) {
+    // SAFETY: By the function's requirements.
+    let ptr = unsafe { (*vma).vm_private_data }.cast::<Cq>();
+    // SAFETY: The VMA's reference, given back once, here (process context:
+    // a CQ may be dropped there).
+    drop(unsafe { Arc::from_raw(ptr) });
+}
 
 /// Offsets in the CQ's first page (`struct zeronic_cq_ring`).
 const OFF_HEAD: usize = 0;
@@ -110,6 +166,9 @@ pub(crate) struct Cq {
     eventfd: Option<EventFd>,
     #[pin]
     inner: SpinLockIrq<Inner>,
+    /// The charge of `ring`'s pages; after `ring`, so uncharged once they
+    /// are freed.
+    _charge: LockedCharge,
 }
 
 impl Cq {
@@ -120,7 +179,8 @@ impl Cq {
     }
 
     /// A CQ of `entries` entries (checked by the caller) whose wake-ups go to
-    /// the eventfd `eventfd` (`-1`: none).
+    /// the eventfd `eventfd` (`-1`: none), its pages charged to the current
+    /// user (`ENOMEM` beyond `RLIMIT_MEMLOCK`, see the module documentation).
     pub(crate) fn new(id: u32, entries: u32, eventfd: i32) -> Result<Arc<Self>> {
         if !entries.is_power_of_two()
             || !(uapi::CQ_MIN_ENTRIES..=uapi::CQ_MAX_ENTRIES).contains(&entries)
@@ -131,6 +191,8 @@ impl Cq {
             -1 => None,
             fd => Some(EventFd::from_fd(fd)?),
         };
+        // Charged before anything is allocated: a refused CQ costs nothing.
+        let charge = LockedCharge::new(Self::pages(entries))?;
         let ring = SharedPages::new(Self::pages(entries))?;
         ring.store_u32_release(OFF_MASK, entries - 1)?;
         // CAST: PAGE_SIZE fits u32.
@@ -146,6 +208,7 @@ impl Cq {
                     reserved: 0,
                     unsignalled: false,
                 }, "zeronic::cq"),
+                _charge: charge,
             }? Error),
             GFP_KERNEL,
         )
@@ -156,9 +219,23 @@ impl Cq {
         self.ring.size()
     }
 
-    /// Maps the CQ into `vma` (exactly [`Cq::map_size`] bytes).
-    pub(crate) fn map_into(&self, vma: &VmaNew) -> Result {
-        self.ring.map_into(vma)
+    /// Maps the CQ into `vma` (exactly [`Cq::map_size`] bytes). The mapping
+    /// (and every VMA split or moved from it) holds a reference to the CQ,
+    /// and so its pages' charge, until it is unmapped.
+    pub(crate) fn map_into(self: &Arc<Self>, vma: &VmaNew) -> Result {
+        self.ring.map_into(vma)?;
+        let raw = vma.as_ptr();
+        // SAFETY: `raw` is the VMA being set up by this `mmap` call (the mmap
+        // lock is held for writing, nothing else uses it yet). Its `close`
+        // is called once for this VMA when it goes (not when `mmap` fails,
+        // which it cannot any more), and `open` for each VMA made from it;
+        // each then holds the reference stored or taken for it, as
+        // `CQ_VM_OPS` requires. `CQ_VM_OPS` is a static.
+        unsafe {
+            (*raw).vm_private_data = Arc::into_raw(self.clone()).cast_mut().cast();
+            (*raw).vm_ops = &CQ_VM_OPS;
+        }
+        Ok(())
     }
 
     /// Entries neither unread nor reserved.

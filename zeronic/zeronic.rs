@@ -16,6 +16,7 @@ use kernel::prelude::*;
 mod attach;
 mod cdev;
 mod cdev_zc;
+mod charge;
 mod cmdq;
 mod control;
 mod cq;

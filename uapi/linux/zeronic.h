@@ -270,7 +270,9 @@ struct zeronic_flow_query {
  * ZERONIC_IOC_CQ_CREATE:
  *   EINVAL  entries not a power of two in MIN .. MAX_ENTRIES; reserved
  *   EBADF   eventfd is not an open descriptor (and not -1)
- *   ENOMEM  out of memory
+ *   ENOMEM  the CQ's pages would take the calling user's locked_vm over
+ *           RLIMIT_MEMLOCK (without CAP_IPC_LOCK); out of memory
+ *   ENOSPC  the file holds 1024 CQs
  * ZERONIC_IOC_CQ_DESTROY:
  *   ENOENT  no such CQ on this file
  *   EBUSY   a flow still reports to it

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What the zero-copy path charges and counts (issue 32, finding 8;
+ * docs/uapi.md, "Accounting", "Completion queues", "Work requests"):
+ *
+ *  - completion queues are charged to the creator's locked_vm against
+ *    RLIMIT_MEMLOCK and bounded per file.
+ *
+ * Runs in the two-port topology (zc_accounting.sh: ZN_NS_A/B, ZN_ADDR_B,
+ * ZN_WIRE). The unprivileged cases fork a child that becomes uid 65534
+ * (no CAP_IPC_LOCK) with a small RLIMIT_MEMLOCK.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/zeronic.h>
+
+#include "kselftest_harness.h"
+#include "zc_lib.h"
+
+#define NOBODY 65534
+/* Pages of a CQ: the header page and the entries (docs/uapi.md). */
+#define CQ_PAGES(n) (1 + ((n) * 32 + 4095) / 4096)
+/* CQs one file may hold (docs/uapi.md, "Completion queues"). */
+#define MAX_CQS 1024
+
+static long mem_available_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* Becomes uid/gid 65534 (dropping every capability) with RLIMIT_MEMLOCK `bytes`. */
+static int become_nobody(rlim_t bytes)
+{
+	struct rlimit rl = { .rlim_cur = bytes, .rlim_max = bytes };
+
+	if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+		return -1;
+	return setrlimit(RLIMIT_MEMLOCK, &rl);
+}
+
+static __u64 locked_pages(int zfd)
+{
+	struct zeronic_query q;
+
+	return query(zfd, &q) ? ~0ull : q.user_locked_pages;
+}
+
+static int cq_destroy(int zfd, __u32 cq)
+{
+	struct zeronic_cq_destroy d = { .cq = cq };
+
+	return ioctl(zfd, ZERONIC_IOC_CQ_DESTROY, &d) ? errno : 0;
+}
+
+/* Runs `fn` in a child and returns its exit status (0: passed). */
+static int in_child(int (*fn)(void *), void *arg)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(fn(arg));
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+#define CHILD_FAIL(...) do { printf("# " __VA_ARGS__); printf("\n"); fflush(stdout); return 1; } while (0)
+
+/* ---- finding 8: completion queues ------------------------------------------ */
+
+static int cq_memlock_child(void *unused)
+{
+	const __u64 limit = 64 << 10, limit_pages = limit / 4096;
+	long avail0 = mem_available_kb(), avail1;
+	__u64 base, now;
+	__u32 cq = 0, first = 0;
+	int zfd, n, err = 0;
+
+	if (become_nobody(limit))
+		CHILD_FAIL("cannot become uid %d with RLIMIT_MEMLOCK %llu: %s", NOBODY,
+			   (unsigned long long)limit, strerror(errno));
+	zfd = zopen();
+	if (zfd < 0)
+		CHILD_FAIL("open as uid %d: %s", NOBODY, strerror(errno));
+	base = locked_pages(zfd);
+	if (base > limit_pages)
+		CHILD_FAIL("uid %d has %llu pages locked already", NOBODY,
+			   (unsigned long long)base);
+
+	/* The largest CQ (513 pages) does not fit 64 KiB at all. */
+	for (n = 0; n < 64 && !(err = cq_create(zfd, 65536, -1, &cq, NULL, NULL)); n++)
+		;
+	avail1 = mem_available_kb();
+	printf("# 65536-entry CQs as uid %d under a 64 KiB memlock limit: %d created, then %s; MemAvailable %ld -> %ld kB\n",
+	       NOBODY, n, err ? strerror(err) : "never refused", avail0, avail1);
+	if (n != 0 || err != ENOMEM)
+		CHILD_FAIL("want ENOMEM at once (%d pages > %llu), got %d CQs then errno %d",
+			   CQ_PAGES(65536), (unsigned long long)limit_pages, n, err);
+	if (avail0 - avail1 > 32 << 10)
+		CHILD_FAIL("MemAvailable fell by %ld kB", avail0 - avail1);
+
+	/* Small CQs (2 pages each) until refused: as many as fit the limit. */
+	for (n = 0; n < 64 && !(err = cq_create(zfd, 8, -1, &cq, NULL, NULL)); n++)
+		first = first ?: cq;
+	now = locked_pages(zfd);
+	printf("# 8-entry CQs: %d created, then %s; locked pages %llu -> %llu\n", n,
+	       err ? strerror(err) : "never refused", (unsigned long long)base,
+	       (unsigned long long)now);
+	if (err != ENOMEM || n != (int)((limit_pages - base) / CQ_PAGES(8)))
+		CHILD_FAIL("want ENOMEM after %llu CQs, got %d then errno %d",
+			   (unsigned long long)((limit_pages - base) / CQ_PAGES(8)), n, err);
+	if (now != base + n * CQ_PAGES(8))
+		CHILD_FAIL("locked pages %llu, want %llu", (unsigned long long)now,
+			   (unsigned long long)(base + n * CQ_PAGES(8)));
+
+	/* Destroying an unmapped CQ gives its charge back at once. */
+	if (cq_destroy(zfd, first))
+		CHILD_FAIL("CQ_DESTROY: %s", strerror(errno));
+	if (locked_pages(zfd) != now - CQ_PAGES(8))
+		CHILD_FAIL("after CQ_DESTROY: %llu locked pages, want %llu",
+			   (unsigned long long)locked_pages(zfd),
+			   (unsigned long long)(now - CQ_PAGES(8)));
+
+	/* A mapped one keeps its pages, and their charge, until it is unmapped. */
+	{
+		void *map = NULL;
+		size_t size = 0;
+
+		if (cq_create(zfd, 8, -1, &cq, &map, &size))
+			CHILD_FAIL("CQ_CREATE in the room given back: %s", strerror(errno));
+		if (cq_destroy(zfd, cq))
+			CHILD_FAIL("CQ_DESTROY of the mapped CQ: %s", strerror(errno));
+		if (locked_pages(zfd) != now)
+			CHILD_FAIL("destroyed mapped CQ: %llu locked pages, want %llu (still charged)",
+				   (unsigned long long)locked_pages(zfd), (unsigned long long)now);
+		/* Split in two: each half holds the CQ. */
+		if (munmap(map, 4096))
+			CHILD_FAIL("munmap of the first page: %s", strerror(errno));
+		if (locked_pages(zfd) != now)
+			CHILD_FAIL("half unmapped: %llu locked pages, want %llu (still charged)",
+				   (unsigned long long)locked_pages(zfd), (unsigned long long)now);
+		munmap((char *)map + 4096, size - 4096);
+		if (locked_pages(zfd) != now - CQ_PAGES(8))
+			CHILD_FAIL("unmapped: %llu locked pages, want %llu",
+				   (unsigned long long)locked_pages(zfd),
+				   (unsigned long long)(now - CQ_PAGES(8)));
+	}
+	close(zfd);
+	zfd = zopen();
+	if (zfd < 0 || locked_pages(zfd) != base)
+		CHILD_FAIL("after close: %llu locked pages, want %llu",
+			   (unsigned long long)locked_pages(zfd), (unsigned long long)base);
+	close(zfd);
+	return 0;
+}
+
+TEST(cq_charged_to_memlock)
+{
+	ASSERT_EQ(0, in_child(cq_memlock_child, NULL));
+}
+
+TEST(cqs_bounded_per_file)
+{
+	int zfd = zopen(), n, err = 0;
+	__u32 cq;
+
+	ASSERT_LE(0, zfd);
+	/* Root: CAP_IPC_LOCK, so only the per-file bound applies. */
+	for (n = 0; n < MAX_CQS + 64 && !(err = cq_create(zfd, 8, -1, &cq, NULL, NULL)); n++)
+		;
+	TH_LOG("%d CQs on one file, then %s", n, err ? strerror(err) : "never refused");
+	EXPECT_EQ(MAX_CQS, n);
+	EXPECT_EQ(ENOSPC, err);
+	close(zfd);
+}
+
+TEST_HARNESS_MAIN
