@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * What the zero-copy path charges and counts (issue 32, finding 8;
+ * What the zero-copy path charges and counts (issue 32, findings 8, 10;
  * docs/uapi.md, "Accounting", "Completion queues", "Work requests"):
  *
  *  - completion queues are charged to the creator's locked_vm against
- *    RLIMIT_MEMLOCK and bounded per file.
+ *    RLIMIT_MEMLOCK and bounded per file;
+ *  - a region's uses: a stream flow's ring holds one until the flow is
+ *    detached, and a post the NIC refuses gives its use back.
  *
  * Runs in the two-port topology (zc_accounting.sh: ZN_NS_A/B, ZN_ADDR_B,
  * ZN_WIRE). The unprivileged cases fork a child that becomes uid 65534
- * (no CAP_IPC_LOCK) with a small RLIMIT_MEMLOCK.
+ * (no CAP_IPC_LOCK) with a small RLIMIT_MEMLOCK. The last case makes the
+ * NIC fatal; the wrapper rebinds it afterwards.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -194,6 +197,97 @@ TEST(cqs_bounded_per_file)
 	EXPECT_EQ(MAX_CQS, n);
 	EXPECT_EQ(ENOSPC, err);
 	close(zfd);
+}
+
+/* ---- finding 10: region uses ----------------------------------------------- */
+
+/* Takes CQEs until a DETACHED flow event; its status, or -1. */
+static int detached_status(void *map)
+{
+	struct zeronic_cqe e;
+
+	while (!cq_take(map, &e, 10000))
+		if (e.opcode == ZERONIC_CQE_FLOW && (e.flags & ZERONIC_CQE_F_DETACHED))
+			return e.status;
+	return -1;
+}
+
+TEST(stream_ring_region_busy_until_detached)
+{
+	int zfd = zopen(), cli, srv;
+	size_t len = 1 << 20, map_size = 0;
+	char *buf;
+	void *map = NULL;
+	__u64 key = 0;
+	__u32 cq = 0, flow = 0;
+
+	ASSERT_LE(0, zfd);
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	ASSERT_EQ(0, cq_create(zfd, 64, -1, &cq, &map, &map_size));
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		   -1, 0);
+	ASSERT_NE(MAP_FAILED, buf);
+	ASSERT_EQ(0, reg(zfd, buf, len, ZERONIC_ACCESS_LOCAL_WRITE, &key));
+	ASSERT_EQ(0, attach(zfd, srv, cq, ZERONIC_RX_STREAM, key, len, &flow));
+	/* The NIC and the CPU may write the ring: the region is busy. */
+	EXPECT_EQ(EBUSY, dereg(zfd, key)) TH_LOG("MR_DEREG of a live stream ring's region");
+	ASSERT_EQ(0, detach(zfd, flow));
+	EXPECT_EQ(0, detached_status(map)) TH_LOG("the NIC confirmed the detach");
+	EXPECT_EQ(0, dereg(zfd, key)) TH_LOG("MR_DEREG after the detach");
+	close(cli);
+	close(srv);
+	munmap(map, map_size);
+	close(zfd);
+	munmap(buf, len);
+}
+
+/* ---- finding 10: a post the NIC refuses (last: the NIC stays fatal) -------- */
+
+TEST(post_on_broken_nic_gives_its_use_back)
+{
+	int zfd = zopen(), cli, srv, err = 0, i;
+	size_t len = 1 << 20;
+	char cmd[512], *buf, *probe;
+	__u64 key = 0, pkey = 0;
+	__u32 cq = 0, flow = 0;
+
+	ASSERT_LE(0, zfd);
+	ASSERT_NE(NULL, getenv("ZN_WIRE")) TH_LOG("zc_accounting.sh exports ZN_WIRE");
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	ASSERT_EQ(0, cq_create(zfd, 64, -1, &cq, NULL, NULL));
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		   -1, 0);
+	probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	ASSERT_NE(MAP_FAILED, buf);
+	ASSERT_NE(MAP_FAILED, probe);
+	ASSERT_EQ(0, reg(zfd, buf, len, ZERONIC_ACCESS_LOCAL_WRITE, &key));
+	ASSERT_EQ(0, attach(zfd, srv, cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	snprintf(cmd, sizeof(cmd), "timeout 30 %s fault fatal >/dev/null", getenv("ZN_WIRE"));
+	ASSERT_EQ(0, system(cmd));
+	/* Broken once a registration fails with EIO (docs/uapi.md, "A broken NIC"). */
+	for (i = 0; i < 100; i++) {
+		err = reg(zfd, probe, 4096, ZERONIC_ACCESS_LOCAL_READ, &pkey);
+		if (err == EIO)
+			break;
+		if (!err)
+			dereg(zfd, pkey);
+		usleep(100000);
+	}
+	ASSERT_EQ(EIO, err) TH_LOG("the driver did not notice the fatal NIC");
+	err = post1(zfd, flow, ZERONIC_WR_RECV, key, 0, 4096);
+	TH_LOG("RECV on the broken NIC: %s", err ? strerror(err) : "posted");
+	EXPECT_EQ(EIO, err);
+	/* The refused post took nothing: MR_DEREG is not EBUSY (EIO: no NIC to confirm). */
+	err = dereg(zfd, key);
+	TH_LOG("MR_DEREG after it: %s", err ? strerror(err) : "0");
+	EXPECT_EQ(EIO, err);
+	EXPECT_EQ(ENOENT, dereg(zfd, key));
+	close(cli);
+	close(srv);
+	close(zfd);
+	munmap(buf, len);
+	munmap(probe, 4096);
 }
 
 TEST_HARNESS_MAIN

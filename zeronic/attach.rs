@@ -67,7 +67,7 @@ use crate::{
         },
         status,
     },
-    mr::MrShared,
+    mr::MrUse,
     uapi,
 };
 
@@ -84,8 +84,10 @@ pub(crate) struct AttachArg {
     pub(crate) cq: Arc<Cq>,
     pub(crate) rx_mode: u32,
     /// Stream mode: the ring's region on each NIC where the file has one
-    /// with the requested key, then its offset and size.
-    pub(crate) ring: KVec<(u32, Arc<MrShared>)>,
+    /// with the requested key, each with a use taken under the file's region
+    /// table (the flow keeps its NIC's; the others, or all on failure, are
+    /// given back when dropped), then its offset and size.
+    pub(crate) ring: KVec<(u32, MrUse)>,
     pub(crate) ring_offset: u64,
     pub(crate) ring_size: u64,
     /// Where `init` leaves the new flow for the ioctl.
@@ -151,25 +153,29 @@ impl Ulp for ZnUlp {
         ctl.flow_attach_allowed(port)?;
         let tuple = sk.ipv4_tuple();
         let rx_isn = sk.copied_seq();
+        // Stream mode: the ring's region, whose use is held from here (and
+        // from the ioctl before) until the flow has it, or given back when
+        // this returns an error, after the NIC flow's removal.
+        let mut ring = None;
         let (mode, target) = match arg.rx_mode {
             uapi::RX_MESSAGE => (FLOW_RX_SEGMENTS, RxTarget::Segments),
             uapi::RX_STREAM => {
                 let mr = arg
                     .ring
-                    .iter()
+                    .into_iter()
                     .find(|(n, _)| *n == nic)
-                    .map(|(_, m)| m.clone())
+                    .map(|(_, m)| m)
                     .ok_or(ENOENT)?;
-                if mr.access & uapi::ACCESS_LOCAL_WRITE == 0 {
+                if mr.shared().access & uapi::ACCESS_LOCAL_WRITE == 0 {
                     return Err(EACCES);
                 }
-                if !mr.contains(arg.ring_offset, arg.ring_size) {
+                if !mr.shared().contains(arg.ring_offset, arg.ring_size) {
                     return Err(EINVAL);
                 }
+                ring = Some(mr);
                 (
                     FLOW_RX_RING,
                     RxTarget::Ring {
-                        mr,
                         offset: arg.ring_offset,
                         size: arg.ring_size,
                     },
@@ -177,9 +183,9 @@ impl Ulp for ZnUlp {
             }
             _ => return Err(EINVAL),
         };
-        let (ring_key, ring_offset, ring_size) = match &target {
-            RxTarget::Ring { mr, offset, size } => (mr.key, *offset, *size),
-            RxTarget::Segments => (0, 0, 0),
+        let (ring_key, ring_offset, ring_size) = match (&target, &ring) {
+            (RxTarget::Ring { offset, size }, Some(mr)) => (mr.shared().key, *offset, *size),
+            _ => (0, 0, 0),
         };
         let cmd = CmdFlow {
             opcode: CMD_FLOW_INSTALL,
@@ -222,6 +228,9 @@ impl Ulp for ZnUlp {
             TxState::new(),
         );
         let flow = match flow.and_then(|f| {
+            // The NIC may write the ring from now on (the socket is owned, so
+            // nothing is consumed before this): the flow holds its use.
+            f.inner.lock().ring = ring.take();
             ctl.add_flow(hw_index, f.clone())?;
             Ok(f)
         }) {

@@ -54,7 +54,8 @@ use crate::{
     flow_cmds::ms_post_cmd,
     mr::{
         Mr,
-        MrShared, //
+        MrShared,
+        MrUse, //
     },
     uapi,
 };
@@ -214,9 +215,15 @@ impl ZcFiles {
                 {
                     return Err(EINVAL);
                 }
-                for m in mrs.lock().iter().filter(|m| m.key == req.ring_key) {
-                    ring.push((m.nic, m.shared.clone()), GFP_KERNEL)?;
+                // Uses taken under the table, as for posts: MR_DEREG is EBUSY
+                // from now on (the attach gives back those it does not keep).
+                let mrs = mrs.lock();
+                ring.reserve(mrs.len(), GFP_KERNEL)?;
+                for m in mrs.iter().filter(|m| m.key == req.ring_key) {
+                    // Cannot fail: reserved above.
+                    let _ = ring.push((m.nic, MrUse::take(&m.shared)), GFP_KERNEL);
                 }
+                drop(mrs);
                 if ring.is_empty() {
                     return Err(ENOENT);
                 }
@@ -425,6 +432,7 @@ fn post_one(
         }
     }
     flow.cq.reserve(1).map_err(release)?;
+    // Both take over `mr`'s use, and give it back if they fail.
     let res = if send {
         flow.post_send(sk, wr.wr_id, mr.clone(), wr.offset, wr.len)
     } else {
@@ -438,13 +446,27 @@ fn post_one(
 
 /// Posts a receive segment: into the flow's shadow list first (the NIC may
 /// place into it as soon as it has it), then to the NIC (or, if the command
-/// queue is full, to the flow's deferred commands: `flow_cmds.rs`).
+/// queue is full, to the flow's deferred commands: `flow_cmds.rs`). The
+/// segment takes over `mr`'s use; on error the use is given back here.
+///
+/// `EIO` if the NIC is broken (or going away): nothing was posted.
 fn post_recv(flow: &Arc<Flow>, mr: Arc<MrShared>, wr: &uapi::Wr) -> Result {
+    let release = |e: Error| {
+        mr.users.fetch_sub(1, Relaxed);
+        e
+    };
     let mut inner = flow.inner.lock();
-    inner.segs.reserve(1, GFP_ATOMIC)?;
+    inner
+        .segs
+        .reserve(1, GFP_ATOMIC)
+        .map_err(|e| release(e.into()))?;
     let start = inner.posted_end;
     let cmd = ms_post_cmd(flow.hw_index, mr.key, wr.offset, wr.len, wr.wr_id);
-    flow.post_segment(&mut inner, cmd, start, start + u64::from(wr.len))?;
+    flow.post_segment(&mut inner, cmd, start, start + u64::from(wr.len))
+        // The command queue refuses commands once the NIC is broken or
+        // withdrawn (`ENODEV`): POST reports a broken NIC as `EIO`, as the
+        // other calls that need it do.
+        .map_err(|e| release(if e == ENODEV { EIO } else { e }))?;
     // Cannot fail: reserved above.
     let _ = inner
         .segs

@@ -106,7 +106,10 @@ use crate::{
         },
         status,
     },
-    mr::MrShared,
+    mr::{
+        MrShared,
+        MrUse, //
+    },
     uapi,
 };
 
@@ -126,12 +129,9 @@ pub(crate) const EVENT_CREDITS: u32 = 2;
 pub(crate) enum RxTarget {
     /// Message mode: posted segments, in stream order.
     Segments,
-    /// Stream mode: a ring of `size` bytes at `offset` in a region.
-    Ring {
-        mr: Arc<MrShared>,
-        offset: u64,
-        size: u64,
-    },
+    /// Stream mode: a ring of `size` bytes at `offset` in a region (held
+    /// by [`FlowInner::ring`]).
+    Ring { offset: u64, size: u64 },
 }
 
 /// A posted receive segment (message mode).
@@ -209,6 +209,12 @@ pub(crate) struct FlowInner {
     pub(crate) segs: KVec<Seg>,
     /// Stream offset where the next posted segment starts.
     pub(crate) posted_end: u64,
+    /// Stream mode: the ring's region, with a use of it (`MR_DEREG` is
+    /// `EBUSY`) for as long as the NIC or the CPU may write it: taken at
+    /// attach, dropped once the flow left `Attached` (the CPU copies
+    /// nothing then) and the NIC confirmed the flow's removal
+    /// ([`Flow::flush_segments`]).
+    pub(crate) ring: Option<MrUse>,
     /// Stream mode: bytes the application has consumed (the ring's head).
     pub(crate) ring_head: u64,
     /// Stream mode: bytes reported with `STREAM_DATA` entries so far.
@@ -361,6 +367,7 @@ impl Flow {
                     nic_confirmed: 0,
                     segs: KVec::new(),
                     posted_end: 0,
+                    ring: None,
                     ring_head: ring_start,
                     ring_reported: 0,
                     ring_copied: false,
@@ -407,7 +414,7 @@ impl Flow {
                     seg.end() - pos,
                 ))
             }
-            RxTarget::Ring { mr, offset, size } => {
+            RxTarget::Ring { offset, size } => {
                 // Only the window the NIC may use: [head, head + size).
                 let limit = inner.ring_head + size;
                 if pos < inner.ring_head || pos >= limit {
@@ -415,7 +422,7 @@ impl Flow {
                 }
                 let in_ring = pos % size;
                 Some((
-                    mr.clone(),
+                    inner.ring.as_ref()?.shared().clone(),
                     offset + in_ring,
                     (size - in_ring).min(limit - pos),
                 ))
@@ -745,8 +752,10 @@ impl Flow {
     }
 
     /// Gives the posted segments back (after the NIC confirmed the flow is
-    /// removed), with `status`.
+    /// removed, the flow no longer `Attached`), with `status`, and the
+    /// ring's use: nothing writes the ring any more.
     pub(crate) fn flush_segments(&self, inner: &mut FlowInner, status: u16) {
+        drop(inner.ring.take());
         let segs = core::mem::take(&mut inner.segs);
         Self::segs_removed(inner);
         for seg in segs {

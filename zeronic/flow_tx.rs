@@ -184,8 +184,9 @@ pub(crate) struct Pending {
 
 impl Flow {
     /// Posts a send of `len` bytes at `mr_off` of `mr` (checked by the caller,
-    /// whose `users` reference the send takes over). Process context, the
-    /// socket locked (`sk`). The CQ entry was reserved by the caller.
+    /// whose `users` reference the send takes over, and gives back if it
+    /// fails). Process context, the socket locked (`sk`). The CQ entry was
+    /// reserved by the caller.
     pub(crate) fn post_send(
         self: &Arc<Self>,
         sk: &mut Locked<'_, context::Process>,
@@ -197,6 +198,8 @@ impl Flow {
         let idx = {
             let mut inner = self.inner.lock();
             if inner.phase != Phase::Attached {
+                // No `SendWr` took the use yet.
+                mr.users.fetch_sub(1, Relaxed);
                 return Err(EPIPE);
             }
             inner.tx.next_idx += 1;

@@ -94,8 +94,9 @@ pub(crate) struct MrShared {
     /// Region bytes.
     pub(crate) len: u64,
     pages: PageRefs,
-    /// Posted work requests and receive segments using the region; while
-    /// nonzero, `MR_DEREG` fails with `EBUSY`.
+    /// Posted work requests, receive segments and stream-mode flows whose
+    /// ring it holds ([`MrUse`]) using the region; while nonzero, `MR_DEREG`
+    /// fails with `EBUSY`.
     pub(crate) users: Atomic<u32>,
     /// Cleared before the region is invalidated: sends still in flight then
     /// go out by copy (their skbs hold the pages) instead of by key.
@@ -130,6 +131,31 @@ impl MrShared {
     /// Whether `[off, off + len)` lies in the region.
     pub(crate) fn contains(&self, off: u64, len: u64) -> bool {
         off.checked_add(len).is_some_and(|end| end <= self.len)
+    }
+}
+
+/// One use of a region ([`MrShared::users`]), given back when dropped, in
+/// any context: whatever took a use, and every error path after it, gives
+/// it back by dropping this.
+pub(crate) struct MrUse(Arc<MrShared>);
+
+impl MrUse {
+    /// Takes a use of `mr`. The caller holds the file's region table, so that
+    /// `MR_DEREG` (which checks the uses under it) sees the use.
+    pub(crate) fn take(mr: &Arc<MrShared>) -> Self {
+        mr.users.add(1, Relaxed);
+        Self(mr.clone())
+    }
+
+    /// The region.
+    pub(crate) fn shared(&self) -> &Arc<MrShared> {
+        &self.0
+    }
+}
+
+impl Drop for MrUse {
+    fn drop(&mut self) {
+        self.0.users.fetch_sub(1, Relaxed);
     }
 }
 

@@ -266,7 +266,9 @@ struct zeronic_flow_query {
  *           charged until the NIC is reset (query.held_pages)
  *   (MR_DEREG needs no NIC: after an unbind it still releases the region
  *   and returns 0.)
- *   EBUSY   work requests posted on a flow still use the region (version 3)
+ *   EBUSY   work requests posted on a flow still use the region, or a
+ *           stream-mode flow's ring lies in it and the flow is not
+ *           detached (with the NIC's confirmation) yet (version 3)
  * ZERONIC_IOC_CQ_CREATE:
  *   EINVAL  entries not a power of two in MIN .. MAX_ENTRIES; reserved
  *   EBADF   eventfd is not an open descriptor (and not -1)
@@ -310,6 +312,7 @@ struct zeronic_flow_query {
  *           segments posted
  *   EPIPE   the flow cannot send or receive any more (reset, detached, or
  *           SEND after shutdown)
+ *   EIO     RECV: the NIC is broken (or being unbound); nothing was posted
  * ZERONIC_IOC_STREAM_CONSUME:
  *   EINVAL  stream_off behind the ring's head or beyond the bytes reported
  *
