@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * What the zero-copy path charges and counts (issue 32, findings 8, 10;
+ * What the zero-copy path charges and counts (issue 32, findings 8, 10, 11;
  * docs/uapi.md, "Accounting", "Completion queues", "Work requests"):
  *
  *  - completion queues are charged to the creator's locked_vm against
  *    RLIMIT_MEMLOCK and bounded per file;
  *  - a region's uses: a stream flow's ring holds one until the flow is
- *    detached, and a post the NIC refuses gives its use back.
+ *    detached, and a post the NIC refuses gives its use back;
+ *  - a released region's pages stay pinned and charged while a send still
+ *    in TCP references them.
  *
  * Runs in the two-port topology (zc_accounting.sh: ZN_NS_A/B, ZN_ADDR_B,
  * ZN_WIRE). The unprivileged cases fork a child that becomes uid 65534
@@ -239,6 +241,100 @@ TEST(stream_ring_region_busy_until_detached)
 	munmap(map, map_size);
 	close(zfd);
 	munmap(buf, len);
+}
+
+/* ---- finding 11: references keep their charge ------------------------------ */
+
+struct stuck {
+	int cli, srv;
+};
+
+static int stuck_send_child(void *arg)
+{
+	struct stuck *s = arg;
+	const size_t len = 768 << 10, more = 512 << 10;
+	const __u64 limit = 1 << 20;
+	__u64 base, key = 0, key2 = 0;
+	__u32 cq = 0, flow = 0;
+	char *buf, *buf2, sink[65536];
+	int zfd, err, i;
+	struct timespec t0, t1;
+
+	if (become_nobody(limit))
+		CHILD_FAIL("cannot become uid %d: %s", NOBODY, strerror(errno));
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		   -1, 0);
+	buf2 = mmap(NULL, more, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	zfd = zopen();
+	if (buf == MAP_FAILED || buf2 == MAP_FAILED || zfd < 0)
+		CHILD_FAIL("setup: %s", strerror(errno));
+	memset(buf, 'x', len);
+	base = locked_pages(zfd);
+	if ((err = reg(zfd, buf, len, ZERONIC_ACCESS_LOCAL_READ, &key)))
+		CHILD_FAIL("MR_REG of %zu KiB under a 1 MiB limit: %s", len >> 10, strerror(err));
+	if ((err = cq_create(zfd, 64, -1, &cq, NULL, NULL)) ||
+	    (err = attach(zfd, s->cli, cq, ZERONIC_RX_MESSAGE, 0, 0, &flow)))
+		CHILD_FAIL("CQ/attach: %s", strerror(err));
+	/* The peer reads nothing: most of the send stays in TCP, unacknowledged. */
+	if ((err = post1(zfd, flow, ZERONIC_WR_SEND, key, 0, len)))
+		CHILD_FAIL("POST of the send: %s", strerror(err));
+	/* Closing detaches the flow and releases the region; TCP keeps the send. */
+	close(zfd);
+	zfd = zopen();
+	printf("# after close with a stuck send: uid %d has %llu pages locked (%llu before the region)\n",
+	       NOBODY, (unsigned long long)locked_pages(zfd), (unsigned long long)base);
+	if (locked_pages(zfd) < base + len / 4096)
+		CHILD_FAIL("the region's %zu pages are referenced by the send but no longer charged",
+			   len / 4096);
+	err = reg(zfd, buf2, more, ZERONIC_ACCESS_LOCAL_READ, &key2);
+	if (err != ENOMEM)
+		CHILD_FAIL("a new %zu KiB registration while the old pages are referenced: %s, want ENOMEM",
+			   more >> 10, err ? strerror(err) : "registered");
+	/*
+	 * The peer reads what TCP queued (the detach dropped the rest of the
+	 * send): the send completes, its pages go, and their charge with them.
+	 */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < 1000 && locked_pages(zfd) >= base + len / 4096; i++) {
+		while (recv(s->srv, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+			;
+		usleep(10000);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("# the peer read: %llu pages locked after %ld ms\n",
+	       (unsigned long long)locked_pages(zfd),
+	       (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+	if (locked_pages(zfd) >= base + len / 4096)
+		CHILD_FAIL("the charge stayed after the send completed");
+	if ((err = reg(zfd, buf2, more, ZERONIC_ACCESS_LOCAL_READ, &key2)))
+		CHILD_FAIL("registration once the send completed: %s", strerror(err));
+	close(zfd);
+	return 0;
+}
+
+TEST(released_region_stays_charged_while_referenced)
+{
+	struct stuck s;
+	struct zeronic_query q0, q1;
+	int zfd = zopen();
+
+	ASSERT_LE(0, zfd);
+	ASSERT_EQ(0, query(zfd, &q0));
+	ASSERT_EQ(0, connect_pair(&s.cli, &s.srv));
+	EXPECT_EQ(0, in_child(stuck_send_child, &s));
+	close(s.cli);
+	close(s.srv);
+	/* Bounded: the sockets' last references go on their own time. */
+	for (int i = 0; i < 500; i++) {
+		ASSERT_EQ(0, query(zfd, &q1));
+		if (q1.pinned_pages == q0.pinned_pages)
+			break;
+		usleep(10000);
+	}
+	EXPECT_EQ(q0.pinned_pages, q1.pinned_pages);
+	EXPECT_EQ(q0.mr_in_use, q1.mr_in_use);
+	close(zfd);
 }
 
 /* ---- finding 10: a post the NIC refuses (last: the NIC stays fatal) -------- */

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # Runs zc_accounting (what the zero-copy path charges and counts: CQs against
-# RLIMIT_MEMLOCK, region uses) with the
+# RLIMIT_MEMLOCK, region uses, released regions still referenced) with the
 # two-port network it needs (zc_env.sh). Its last case makes the NIC fatal
 # (ZN_WIRE); the NIC is rebound and the network set up again afterwards,
 # for the tests that follow in the same guest.

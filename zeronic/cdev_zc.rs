@@ -220,8 +220,10 @@ impl ZcFiles {
                 let mrs = mrs.lock();
                 ring.reserve(mrs.len(), GFP_KERNEL)?;
                 for m in mrs.iter().filter(|m| m.key == req.ring_key) {
-                    // Cannot fail: reserved above.
-                    let _ = ring.push((m.nic, MrUse::take(&m.shared)), GFP_KERNEL);
+                    if let Some(shared) = m.shared() {
+                        // Cannot fail: reserved above.
+                        let _ = ring.push((m.nic, MrUse::take(shared)), GFP_KERNEL);
+                    }
                 }
                 drop(mrs);
                 if ring.is_empty() {
@@ -378,9 +380,10 @@ fn use_region(mrs: &Mutex<KVec<Mr>>, nic: u32, key: u64) -> Result<Arc<MrShared>
         .iter()
         .find(|m| m.nic == nic && m.key == key)
         .ok_or(ENOENT)?;
+    let shared = mr.shared().ok_or(ENOENT)?;
     // Counted under the table's lock, so that MR_DEREG sees it.
-    mr.shared.users.add(1, Relaxed);
-    Ok(mr.shared.clone())
+    shared.users.add(1, Relaxed);
+    Ok(shared.clone())
 }
 
 /// Posts one work request (the socket locked by the caller).

@@ -644,10 +644,16 @@ impl Control {
     /// Frees a region the NIC no longer uses: unmaps, unpins and uncharges
     /// its pages and gives its MR Table entry back to its user's share.
     pub(crate) fn free_region(&self, region: Region) {
-        self.put_share(region.uid);
-        self.mr_in_use.fetch_sub(1, Relaxed);
+        self.free_entry(region.uid);
         self.pinned_pages.fetch_sub(region.npages, Relaxed);
         drop(region.mapped);
+    }
+
+    /// Gives a region's MR Table entry back to `uid`'s share, once the NIC
+    /// invalidated it (its pages may be given back later, `mr.rs`).
+    pub(crate) fn free_entry(&self, uid: Kuid) {
+        self.put_share(uid);
+        self.mr_in_use.fetch_sub(1, Relaxed);
     }
 
     /// Takes one MR Table entry from `uid`'s share: `ENOSPC` if the user

@@ -65,6 +65,16 @@ impl<T: Send + Sync + 'static> DropInProcess<T> {
     }
 }
 
+impl<T: Send + Sync + 'static> DropInProcess<T> {
+    /// Drops the value now, in the caller's context (which must be one the
+    /// value's drop may run in).
+    pub(crate) fn drop_now(self) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this.0` is taken once, and `this` is never dropped.
+        drop(unsafe { ManuallyDrop::take(&mut this.0) });
+    }
+}
+
 impl<T: Send + Sync + 'static> Deref for DropInProcess<T> {
     type Target = T;
 

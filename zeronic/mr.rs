@@ -13,6 +13,15 @@
 //! confirm the invalidation (or a registration never completes), the pages
 //! go to `Control::release`: pinned until the NIC is reset, never handed back
 //! while a device may still write them.
+//!
+//! **The charge goes with the page references.** The data path holds the
+//! region's pages by reference ([`MrShared`]): posted segments, a stream
+//! flow, sends still in TCP, which may outlive the file. A released region
+//! whose [`MrShared`] is still held elsewhere is therefore not unpinned at
+//! once: its pages, pin and charges are parked in the [`MrShared`] and given
+//! back (on the system workqueue) when its last holder lets go, so that
+//! references to a region never exist without the pin's `RLIMIT_MEMLOCK`
+//! charge. Its MR Table entry is free as soon as the NIC invalidated it.
 
 use kernel::{
     alloc::flags::__GFP_NOWARN,
@@ -29,6 +38,7 @@ use kernel::{
         PageRefs,
         PinnedPages, //
     },
+    new_spinlock_irq,
     page::{
         BorrowedPage,
         PAGE_SIZE, //
@@ -40,6 +50,7 @@ use kernel::{
             Relaxed, //
         },
         Arc,
+        SpinLockIrq,
         UniqueArc, //
     },
 };
@@ -50,6 +61,7 @@ use crate::{
         Held,
         Region, //
     },
+    defer::DropInProcess,
     hw::{
         cmd::{
             CmdMrInval,
@@ -78,22 +90,25 @@ pub(crate) struct Mr {
     control: Arc<Control>,
     /// `None` only once released.
     region: Option<Region>,
-    /// What the data path uses of the region.
-    pub(crate) shared: Arc<MrShared>,
+    /// What the data path uses of the region; `None` only once released.
+    shared: Option<Arc<MrShared>>,
 }
 
 /// What the zero-copy data path needs of a region: its key, its pages (as
 /// page references, which may be dropped in any context, unlike the pin),
 /// and how many posted work requests use it. Shared with those requests and
 /// receive segments, which may outlive the file's [`Mr`] (sends still in
-/// flight in TCP after the region was released).
+/// flight in TCP after the region was released). Dropped in any context:
+/// what must be freed in process context goes to the system workqueue.
+#[pin_data]
 pub(crate) struct MrShared {
     pub(crate) key: u64,
     /// `ZERONIC_ACCESS_*`.
     pub(crate) access: u32,
     /// Region bytes.
     pub(crate) len: u64,
-    pages: PageRefs,
+    /// Freed on the workqueue: the page array may be `vmalloc`ed.
+    pages: DropInProcess<PageRefs>,
     /// Posted work requests, receive segments and stream-mode flows whose
     /// ring it holds ([`MrUse`]) using the region; while nonzero, `MR_DEREG`
     /// fails with `EBUSY`.
@@ -101,6 +116,26 @@ pub(crate) struct MrShared {
     /// Cleared before the region is invalidated: sends still in flight then
     /// go out by copy (their skbs hold the pages) instead of by key.
     pub(crate) valid: Atomic<bool>,
+    /// The region's pinned pages once the file released it while others
+    /// still held this: unpinned and uncharged when this is dropped.
+    #[pin]
+    parked: SpinLockIrq<Option<DropInProcess<Parked>>>,
+}
+
+/// The pinned (and DMA-mapped) pages of a released region whose page
+/// references are still held ([`MrShared::parked`]): dropping it unmaps,
+/// unpins and uncharges them. Process context only (unpinning may sleep).
+struct Parked {
+    control: Arc<Control>,
+    mapped: Option<kernel::dma::pages::MappedPages<kernel::mm::pin::PinnedPages>>,
+    npages: u64,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        drop(self.mapped.take());
+        self.control.pinned_pages.fetch_sub(self.npages, Relaxed);
+    }
 }
 
 impl MrShared {
@@ -198,7 +233,7 @@ impl Mr {
                     nic,
                     control,
                     region: Some(region),
-                    shared,
+                    shared: Some(shared),
                 })
             }
             Err(e) => {
@@ -238,7 +273,7 @@ impl Mr {
         let offset = pages.offset();
         // Everything that can fail for lack of memory happens before the NIC
         // knows the region, so that no failure has to undo a registration.
-        let refs = pages.page_refs()?;
+        let refs = DropInProcess::new(pages.page_refs()?)?;
         let shared = UniqueArc::<MrShared>::new_uninit(GFP_KERNEL)?;
         let len = u64::try_from(ulen)?;
         control.with_bound(|dev, cmds| {
@@ -283,15 +318,20 @@ impl Mr {
             };
             match done.status {
                 status::ST_OK => {
-                    let shared = shared.write(MrShared {
+                    let shared = shared.pin_init_with(pin_init!(MrShared {
                         key: done.result,
                         access,
                         len,
                         pages: refs,
                         users: Atomic::new(0),
                         valid: Atomic::new(true),
-                    });
-                    Ok((done.result, region, shared.into()))
+                        parked <- new_spinlock_irq!(None, "zeronic::mr::parked"),
+                    }));
+                    // Infallible initialiser.
+                    match shared {
+                        Ok(shared) => Ok((done.result, region, shared.into())),
+                        Err(e) => match e {},
+                    }
                 }
                 status::ST_NO_SPACE => Err(ENOSPC),
                 st => {
@@ -346,18 +386,28 @@ impl Mr {
     /// Whether posted work requests still use the region (`MR_DEREG` is
     /// `EBUSY` then).
     pub(crate) fn in_use(&self) -> bool {
-        self.shared.users.load(Relaxed) != 0
+        self.shared
+            .as_ref()
+            .is_some_and(|s| s.users.load(Relaxed) != 0)
+    }
+
+    /// What the data path uses of the region (`None` only once released).
+    pub(crate) fn shared(&self) -> Option<&Arc<MrShared>> {
+        self.shared.as_ref()
     }
 
     fn release(&mut self) -> Result {
         let Some(region) = self.region.take() else {
             return Ok(());
         };
+        let shared = self.shared.take();
         // Sends still in flight stop using the key before the NIC forgets it.
-        self.shared.valid.store(false, Relaxed);
+        if let Some(s) = &shared {
+            s.valid.store(false, Relaxed);
+        }
         match self.invalidate() {
             Ok(()) => {
-                self.control.free_region(region);
+                self.give_back(region, shared);
                 Ok(())
             }
             Err(e) => {
@@ -367,6 +417,44 @@ impl Mr {
                 } else {
                     Err(EIO)
                 }
+            }
+        }
+    }
+}
+
+impl Mr {
+    /// Gives back an invalidated region: its MR Table entry now, its pages
+    /// (pin and charges) now if nothing else holds their references, else
+    /// when the last holder of `shared` lets go. Process context.
+    fn give_back(&self, region: Region, shared: Option<Arc<MrShared>>) {
+        self.control.free_entry(region.uid);
+        let parked = Parked {
+            control: self.control.clone(),
+            mapped: Some(region.mapped),
+            npages: region.npages,
+        };
+        let Some(shared) = shared else {
+            drop(parked);
+            return;
+        };
+        // Out of memory for the deferral: `new` drops `parked`, which gives
+        // the pages back now (the references left are not charged then).
+        let Ok(parked) = DropInProcess::new(parked) else {
+            pr_warn!(
+                "key {:#x}: out of memory keeping a released region's pin\n",
+                self.key
+            );
+            return;
+        };
+        *shared.parked.lock() = Some(parked);
+        // Parked first, then checked: a holder that goes meanwhile either
+        // leaves this the only reference or drops the parked pages itself.
+        if let Some(only) = Arc::into_unique_or_drop(shared) {
+            let parked = only.parked.lock().take();
+            if let Some(p) = parked {
+                // Nothing else holds the pages: give them back before
+                // returning, as MR_DEREG promises.
+                p.drop_now();
             }
         }
     }
