@@ -213,6 +213,16 @@ TEST_F(td, eof_stops_placement)
 		       (unsigned char)self->buf[i], (unsigned char)self->snap[i]);
 	EXPECT_EQ(-1, cq_take(self->map, &e, 200))
 		TH_LOG("unexpected entry: op %u status %u", e.opcode, e.status);
+	/* A receive posted after the EOF completes at once, empty, as read() returns 0. */
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key_rw, 0, SEG));
+	ASSERT_EQ(0, cq_take(self->map, &e, 5000))
+		TH_LOG("a receive posted after the EOF never completed");
+	EXPECT_EQ(ZERONIC_CQE_RECV, e.opcode);
+	EXPECT_EQ(0, e.status);
+	EXPECT_EQ(0u, e.len);
+	EXPECT_TRUE(e.flags & ZERONIC_CQE_F_EOF);
+	EXPECT_EQ(-1, cq_take(self->map, &e, 200))
+		TH_LOG("unexpected entry after it: op %u status %u", e.opcode, e.status);
 }
 
 /*

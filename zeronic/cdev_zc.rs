@@ -421,12 +421,11 @@ fn post_one(
     }
     {
         let inner = flow.inner.lock();
-        // A receive after the EOF: its NIC flow is gone (or going).
-        let ended = if send {
-            sk.shutdown() & SEND_SHUTDOWN != 0
-        } else {
-            inner.remove_wanted
-        };
+        // A receive after the EOF is accepted, as `read()` after it returns
+        // 0: it never reaches the NIC (its flow is gone or going) and
+        // completes with `F_EOF` and nothing in it once the removal did
+        // (`post_recv`). A reset flow is no longer attached.
+        let ended = send && sk.shutdown() & SEND_SHUTDOWN != 0;
         if inner.phase != Phase::Attached || ended {
             return Err(release(EPIPE));
         }
