@@ -7,7 +7,13 @@
 # forked callers, some killed mid-registration; as root, as root without
 # CAP_IPC_LOCK, as nobody; flows attached to TCP connections across the
 # link), while it unbinds and binds the NIC (setting the new ports up again)
-# and changes the ports' MTUs. Its oracles become the cases below; this script adds the
+# and changes the ports' MTUs. A quarter of the time goes first to its flow
+# phase: four processes attach, post to, return ring space of, detach and
+# kill flows of connections between the ports' namespaces, through own,
+# inherited and SCM_RIGHTS-passed files, while the other ends send, shut
+# down and reset; one more, as uid 65534 in a user and network namespace of
+# its own, attaches connections through a veth with the ports' indexes
+# (every one ENODEV). Its oracles become the cases below; this script adds the
 # kernel log and a working link afterwards. ZN_FUZZ_SECS and ZN_FUZZ_SEED
 # override the duration and the seed (the seed is printed either way).
 set -u
@@ -23,6 +29,14 @@ SECS=${ZN_FUZZ_SECS:-60}
 
 # zn-fuzz's oracles, in the order it prints them: "name|what the case says".
 CHECKS=(
+	"flows-errnos|flow phase: every call of the flow workers returned 0 or an errno the header documents for it"
+	"flows-consistent|flow phase: no loopback attach, flow queries add up, ring returns within what was reported succeed, posted counts, own CQs"
+	"flows-cqe-status|flow phase: every completion has a known opcode and a status docs/uapi.md gives it"
+	"flows-processes|flow phase: every worker exited 0, forked callers exited or were killed"
+	"flows-netns|flow phase: uid 65534 in its own namespaces: every attach (veth with the ports' indexes, loopback) was ENODEV"
+	"flows-coverage|flow phase: flows attached, posted to, detached; data completed; callers killed; files passed over SCM_RIGHTS"
+	"flows-counters|flow phase: flows_in_use, mr_in_use, pinned_pages, held_pages and the users' shares back to their start"
+	"flows-kernel-log|flow phase: no kernel report (WARNING, BUG, lockdep, KASAN-like, hung task) during it"
 	"documented-errnos|every call returned 0 or an errno the header documents for it"
 	"consistent-results|results agree with their arguments (exact errnos, failures, QUERY fields, fresh nonzero keys)"
 	"processes|every worker, forked caller and the racer ended as planned"
@@ -30,7 +44,7 @@ CHECKS=(
 	"coverage-attach|a random FLOW_ATTACH succeeded at least once (a miss is a skip: known to miss, zc_test and zc_lifecycle cover attaches)"
 	"races|the NIC was unbound and bound, MTUs changed, during the calls"
 	"vmpin|each worker's VmPin back to its start once every file was closed"
-	"nic-counters|NIC 0's mr_in_use, pinned_pages, held_pages back to their start"
+	"nic-counters|NIC 0's mr_in_use, pinned_pages, held_pages, flows_in_use back to their start"
 	"kernel-pins|outstanding FOLL_PIN pins (/proc/vmstat) back to their start"
 	"user-locked|root's and nobody's locked pages and MR entries back to their start"
 )

@@ -24,6 +24,8 @@ pub struct NicCounters {
     pub mr_user_in_use: u32,
     /// `user_locked_pages` of the calling user.
     pub user_locked_pages: u64,
+    /// `flows_in_use`.
+    pub flows_in_use: u32,
 }
 
 /// QUERY of NIC 0 through a new file.
@@ -41,6 +43,7 @@ pub fn nic_counters() -> Result<(NicCounters, zeronic_uapi::Query)> {
             held_pages: q.held_pages,
             mr_user_in_use: q.mr_user_in_use,
             user_locked_pages: q.user_locked_pages,
+            flows_in_use: q.flows_in_use,
         },
         q,
     ))
@@ -61,12 +64,13 @@ pub fn nic_counters_as(uid: u32) -> Result<NicCounters> {
                 nix::unistd::setuid(Uid::from_raw(uid))?;
                 let (c, _) = nic_counters()?;
                 let line = format!(
-                    "{} {} {} {} {}\n",
+                    "{} {} {} {} {} {}\n",
                     c.mr_in_use,
                     c.pinned_pages,
                     c.held_pages,
                     c.mr_user_in_use,
-                    c.user_locked_pages
+                    c.user_locked_pages,
+                    c.flows_in_use
                 );
                 nix::unistd::write(&w, line.as_bytes())?;
                 Ok(())
@@ -87,7 +91,7 @@ pub fn nic_counters_as(uid: u32) -> Result<NicCounters> {
                 .split_whitespace()
                 .filter_map(|s| s.parse().ok())
                 .collect();
-            if v.len() != 5 {
+            if v.len() != 6 {
                 bail!("QUERY as uid {uid}: '{out}'");
             }
             Ok(NicCounters {
@@ -96,6 +100,7 @@ pub fn nic_counters_as(uid: u32) -> Result<NicCounters> {
                 held_pages: v[2],
                 mr_user_in_use: v[3] as u32,
                 user_locked_pages: v[4],
+                flows_in_use: v[5] as u32,
             })
         }
     }

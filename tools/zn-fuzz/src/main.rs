@@ -24,12 +24,20 @@
 //! oracle (selftests/uapi_fuzz.sh turns them into KTAP); exit status 0 if
 //! all hold.
 //!
+//! With `--tcp`, a flow phase comes first and takes `--flow-secs` of the
+//! `--secs` (a quarter by default): `--flow-workers` processes run random
+//! flow sequences at once between the ports' namespaces, and one more, as
+//! uid 65534 in namespaces of its own, attaches connections routed
+//! through a veth with the ports' interface indexes (`flows.rs`). Its
+//! oracles are the `check: ... flows-*` lines.
+//!
 //! The seed is printed; `--seed` repeats a run's sequence of calls per
 //! thread (the interleaving of threads and processes differs).
 
 mod child;
 mod counters;
 mod errnos;
+mod flows;
 mod fuzz;
 mod ioc;
 mod mem;
@@ -106,6 +114,14 @@ struct Args {
     /// fork and shared by them, for FLOW_ATTACH to attach.
     #[arg(long)]
     tcp: Option<String>,
+    /// Seconds of `--secs` given to the flow phase (with `--tcp`; default a
+    /// quarter; 0: none).
+    #[arg(long)]
+    flow_secs: Option<u64>,
+    /// Root worker processes of the flow phase (at most 8), besides its
+    /// namespace worker.
+    #[arg(long, default_value_t = 4)]
+    flow_workers: usize,
 }
 
 /// Connections across the link for `--tcp NS_A,NS_B,ADDR_B`: the client
@@ -350,10 +366,38 @@ fn run(args: Args) -> Result<bool> {
         let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
         u64::from_le_bytes(b)
     });
+    let flow_secs = match args.tcp {
+        Some(_) => args.flow_secs.unwrap_or(args.secs / 4).min(args.secs),
+        None => 0,
+    };
+    let secs = args.secs - flow_secs;
     println!(
-        "zn-fuzz: seed {seed}: {} processes x {} threads for {} s (repeat with --seed {seed})",
-        args.procs, args.threads, args.secs
+        "zn-fuzz: seed {seed}: {} processes x {} threads for {secs} s after {flow_secs} s of the flow phase (repeat with --seed {seed})",
+        args.procs, args.threads
     );
+
+    // ---- the flow phase ----------------------------------------------------
+    let mut all = true;
+    if let (Some(spec), true) = (args.tcp.as_deref(), flow_secs > 0) {
+        let parts: Vec<&str> = spec.split(',').collect();
+        let [ns_a, ns_b, addr_b] = parts[..] else {
+            anyhow::bail!("--tcp wants NS_A,NS_B,ADDR_B, got '{spec}'");
+        };
+        let (_, q) = counters::nic_counters().context("QUERY for the ports")?;
+        let cfg = flows::Config {
+            seed,
+            secs: flow_secs,
+            workers: args.flow_workers,
+            ns_a: ns_a.into(),
+            ns_b: ns_b.into(),
+            addr_b: addr_b
+                .parse()
+                .with_context(|| format!("address '{addr_b}'"))?,
+        };
+        for (name, ok, detail) in flows::run(&cfg, [q.ports[0].ifindex, q.ports[1].ifindex])? {
+            all &= check(&name, ok, &detail);
+        }
+    }
 
     // ---- baselines -------------------------------------------------------
     let (base, q) = counters::nic_counters().context("baseline")?;
@@ -400,7 +444,7 @@ fn run(args: Args) -> Result<bool> {
     );
     let (closed_r, closed_w) = pipe().context("pipe")?;
     let (go_r, go_w) = pipe().context("pipe")?;
-    let deadline = Instant::now() + Duration::from_secs(args.secs);
+    let deadline = Instant::now() + Duration::from_secs(secs);
     let mut workers = Vec::new();
     for id in 0..args.procs {
         // SAFETY: this process has one thread; the child runs a worker and exits.
@@ -559,7 +603,6 @@ fn run(args: Args) -> Result<bool> {
         .iter()
         .map(|c| s.calls[*c as usize].load(Relaxed))
         .sum();
-    let mut all = true;
     all &= check(
         "documented-errnos",
         undoc == 0,
