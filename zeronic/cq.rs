@@ -189,7 +189,9 @@ impl Cq {
         }
         let eventfd = match eventfd {
             -1 => None,
-            fd => Some(EventFd::from_fd(fd)?),
+            // A descriptor that is not an eventfd is EBADF, as for a
+            // closed one (`docs/uapi.md`); `from_fd` says EINVAL for it.
+            fd => Some(EventFd::from_fd(fd).map_err(|e| if e == EINVAL { EBADF } else { e })?),
         };
         // Charged before anything is allocated: a refused CQ costs nothing.
         let charge = LockedCharge::new(Self::pages(entries))?;

@@ -271,7 +271,7 @@ struct zeronic_flow_query {
  *           detached (with the NIC's confirmation) yet (version 3)
  * ZERONIC_IOC_CQ_CREATE:
  *   EINVAL  entries not a power of two in MIN .. MAX_ENTRIES; reserved
- *   EBADF   eventfd is not an open descriptor (and not -1)
+ *   EBADF   eventfd is not an open descriptor of an eventfd (and not -1)
  *   ENOMEM  the CQ's pages would take the calling user's locked_vm over
  *           RLIMIT_MEMLOCK (without CAP_IPC_LOCK); out of memory
  *   ENOSPC  the file holds 1024 CQs
