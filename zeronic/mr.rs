@@ -268,6 +268,17 @@ impl Mr {
         if access & uapi::ACCESS_LOCAL_WRITE != 0 {
             hw_access |= MR_ACCESS_LOCAL_WRITE;
         }
+        // A range in the address space's last page, whose page-rounded end
+        // wraps, is kernel memory: EFAULT as for any address that is not
+        // mapped user memory (`pin` would call it EINVAL, which this call
+        // keeps for a range whose own end wraps, `check`).
+        if uaddr
+            .checked_add(ulen)
+            .and_then(|end| end.checked_add(PAGE_SIZE - 1))
+            .is_none()
+        {
+            return Err(EFAULT);
+        }
         // Pin before taking the command mutex: it sleeps and may fault.
         let pages = PinnedPages::pin(uaddr, ulen, pin)?;
         let offset = pages.offset();

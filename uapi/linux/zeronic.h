@@ -248,8 +248,9 @@ struct zeronic_flow_query {
  * ZERONIC_IOC_MR_REG:
  *   EINVAL  length 0, addr + length overflows, access 0 or unknown bits
  *   E2BIG   length above mr_max_bytes
- *   EFAULT  part of the range is not mapped, or is read-only while
- *           ZERONIC_ACCESS_LOCAL_WRITE was asked
+ *   EFAULT  part of the range is not mapped user memory (kernel addresses
+ *           included), or is read-only while ZERONIC_ACCESS_LOCAL_WRITE
+ *           was asked
  *   ENOMEM  the pages would take the calling user's locked_vm over
  *           RLIMIT_MEMLOCK (without CAP_IPC_LOCK), or out of memory
  *   ENOSPC  the NIC's MR Table is full, or the calling user already holds
