@@ -37,6 +37,10 @@ use kernel::{
     },
     prelude::*,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         SetOnce, //
     },
@@ -91,7 +95,25 @@ pub(crate) struct AttachArg {
     pub(crate) ring_offset: u64,
     pub(crate) ring_size: u64,
     /// Where `init` leaves the new flow for the ioctl.
-    pub(crate) out: Arc<SetOnce<Arc<Flow>>>,
+    pub(crate) out: Arc<AttachOut>,
+}
+
+/// What `init` leaves for the ioctl that attaches.
+pub(crate) struct AttachOut {
+    /// The new flow.
+    flow: SetOnce<Arc<Flow>>,
+    /// Whether `init` ran (set and read by the attaching task): an attach
+    /// refused before was refused by TCP.
+    init_ran: Atomic<bool>,
+}
+
+impl AttachOut {
+    pub(crate) fn new() -> Self {
+        Self {
+            flow: SetOnce::new(),
+            init_ran: Atomic::new(false),
+        }
+    }
 }
 
 /// The ZeroNIC port the socket's route leaves through: the NIC, its index
@@ -136,6 +158,7 @@ impl Ulp for ZnUlp {
     type Data = Arc<Flow>;
 
     fn init(sk: &mut Locked<'_, context::Process>, arg: AttachArg) -> Result<Arc<Flow>> {
+        arg.out.init_ran.store(true, Relaxed);
         if sk.sock().family() != AF_INET {
             return Err(EAFNOSUPPORT);
         }
@@ -245,7 +268,7 @@ impl Ulp for ZnUlp {
         // Urgent data is part of the stream, as the NIC placed it
         // (docs/uapi.md, "Urgent data"); `consume()` reads through its mark.
         sk.set_urgent_inline();
-        arg.out.populate(flow.clone());
+        arg.out.flow.populate(flow.clone());
         Ok(flow)
     }
 
@@ -322,9 +345,15 @@ pub(crate) fn attach(file: &SocketFile, arg: AttachArg) -> Result<Arc<Flow>> {
     cq.reserve(EVENT_CREDITS)?;
     if let Err(e) = ULP_OPS.attach(file, arg) {
         cq.unreserve(EVENT_CREDITS);
+        // Refused before `init` ran: TCP found that another layer (a
+        // sockmap) replaced the socket's operations. Another upper layer
+        // has the socket, as with a ULP attached before (`docs/uapi.md`).
+        if e == EOPNOTSUPP && !out.init_ran.load(Relaxed) {
+            return Err(EEXIST);
+        }
         return Err(e);
     }
-    let flow = SetOnce::as_ref(&out).ok_or(EIO)?.clone();
+    let flow = SetOnce::as_ref(&out.flow).ok_or(EIO)?.clone();
     // Bytes TCP queued before the attach: `sk_data_ready` fires only for new
     // ones, and none may come while the queue holds the window shut. A
     // stream-mode flow has its ring now; a message-mode one takes them when

@@ -29,8 +29,7 @@ use kernel::{
             Relaxed, //
         },
         Arc,
-        Mutex,
-        SetOnce, //
+        Mutex, //
     },
     uaccess::{
         UserPtr,
@@ -234,7 +233,7 @@ impl ZcFiles {
         }
         let sock = SocketFile::lookup(req.sockfd)?;
         let id = self.id();
-        let out = Arc::new(SetOnce::new(), GFP_KERNEL)?;
+        let out = Arc::new(attach::AttachOut::new(), GFP_KERNEL)?;
         let flow = attach::attach(
             &sock,
             AttachArg {
