@@ -228,15 +228,26 @@ impl Ulp for ZnUlp {
             stream_off: 0,
             ..Default::default()
         };
+        // The CQ entries of the flow's events: the work, checked after the
+        // socket, its route and the ring (`docs/uapi.md`, the order of
+        // FLOW_ATTACH's checks), so EAGAIN never hides why a socket cannot
+        // be attached at all.
+        let cq = arg.cq.clone();
+        cq.reserve(EVENT_CREDITS)?;
         // The socket is owned by us: TCP's input waits in the backlog, so
         // `copied_seq` cannot move while the NIC installs the flow.
-        let hw_index = ctl.with_bound(|_, cmds| {
-            let done = cmds.exec(cmd.encode())?;
-            if done.status != status::ST_OK {
-                return Err(install_errno(done.status));
-            }
-            u32::try_from(done.result).map_err(|_| EIO)
-        })?;
+        let hw_index = ctl
+            .with_bound(|_, cmds| {
+                let done = cmds.exec(cmd.encode())?;
+                if done.status != status::ST_OK {
+                    return Err(install_errno(done.status));
+                }
+                u32::try_from(done.result).map_err(|_| EIO)
+            })
+            .map_err(|e| {
+                cq.unreserve(EVENT_CREDITS);
+                e
+            })?;
         let flow = Flow::new(
             arg.id,
             nic,
@@ -260,6 +271,7 @@ impl Ulp for ZnUlp {
             Ok(f) => f,
             Err(e) => {
                 remove_nic_flow(&ctl, hw_index);
+                cq.unreserve(EVENT_CREDITS);
                 return Err(e);
             }
         };
@@ -341,10 +353,9 @@ fn exec_confirms(ctl: &Control, cmd: [u8; 64]) -> bool {
 /// Attaches the socket of `file` as flow `arg.id`. Process context.
 pub(crate) fn attach(file: &SocketFile, arg: AttachArg) -> Result<Arc<Flow>> {
     let out = arg.out.clone();
-    let cq = arg.cq.clone();
-    cq.reserve(EVENT_CREDITS)?;
+    // `init` reserves the CQ entries of the flow's events, and gives them
+    // back if it fails.
     if let Err(e) = ULP_OPS.attach(file, arg) {
-        cq.unreserve(EVENT_CREDITS);
         // Refused before `init` ran: TCP found that another layer (a
         // sockmap) replaced the socket's operations. Another upper layer
         // has the socket, as with a ULP attached before (`docs/uapi.md`).

@@ -279,24 +279,32 @@ struct zeronic_flow_query {
  * ZERONIC_IOC_CQ_DESTROY:
  *   ENOENT  no such CQ on this file
  *   EBUSY   a flow still reports to it
- * ZERONIC_IOC_FLOW_ATTACH:
+ * ZERONIC_IOC_FLOW_ATTACH (checked in this order: the argument, then the
+ * socket and its route, then the ring on the flow's NIC, then the work;
+ * docs/uapi.md lists the exact order):
+ *   EINVAL  reserved fields, rx_mode, ring fields in RX_MESSAGE, ring_size
+ *   ENOENT  no such CQ; RX_STREAM: no region with ring_key in this file
  *   EBADF   sockfd is not an open descriptor
  *   ENOTSOCK sockfd is not a socket
  *   EPROTONOSUPPORT not a TCP socket
- *   EAFNOSUPPORT not an IPv4 socket
- *   ENOTCONN the socket is not established (listening, connecting, closed)
+ *   EBUSY   more than 16 attaches (of any process) in progress at once
  *   EEXIST  the socket is attached already (through any file), or has
  *           another upper-layer protocol (kTLS, sockmap)
+ *   ENOTCONN the socket is not established (listening, connecting, closed)
+ *   EAFNOSUPPORT not an IPv4 socket
+ *   EOPNOTSUPP TCP-MD5/AO or repair mode on the socket
  *   ENODEV  the socket's route does not go out of a ZeroNIC port (its device, not
  *           an interface index of the socket's namespace, is compared)
- *   EOPNOTSUPP that port's header/data split is off (ethtool -G <port>
- *           tcp-data-split off); flows attached before are left alone
- *   ENOENT  no such CQ; RX_STREAM: no region with ring_key on the NIC
+ *   EOPNOTSUPP an IPsec route, or that port's header/data split is off
+ *           (ethtool -G <port> tcp-data-split off); flows attached before
+ *           are left alone
+ *   ENOENT  RX_STREAM: no region with ring_key on the flow's NIC
  *   EACCES  RX_STREAM: the region lacks ZERONIC_ACCESS_LOCAL_WRITE
- *   EINVAL  rx_mode, ring geometry (size, bounds), reserved fields
- *   EAGAIN  the CQ has no free entry for the flow's final event
+ *   EINVAL  RX_STREAM: the ring lies beyond the region
+ *   EAGAIN  the CQ has no free entries for the flow's events
  *   ENOSPC  the NIC's Flow Table is full
  *   EIO     the NIC did not complete the command
+ *   ENOMEM  out of memory
  * ZERONIC_IOC_FLOW_DETACH, FLOW_QUERY, STREAM_CONSUME:
  *   ENOENT  no such flow on this file (detached flows are gone)
  * ZERONIC_IOC_POST (posted says how many were accepted; the errno is the

@@ -90,20 +90,22 @@ const CQ_CREATE: &[Errno] = &[EINVAL, EBADF, ENOMEM];
 const CQ_DESTROY: &[Errno] = &[ENOENT, EBUSY];
 /// "ZERONIC_IOC_FLOW_ATTACH:".
 const FLOW_ATTACH: &[Errno] = &[
+    EINVAL,
+    ENOENT,
     EBADF,
     ENOTSOCK,
     EPROTONOSUPPORT,
-    EAFNOSUPPORT,
-    ENOTCONN,
+    EBUSY,
     EEXIST,
-    ENODEV,
+    ENOTCONN,
+    EAFNOSUPPORT,
     EOPNOTSUPP,
-    ENOENT,
+    ENODEV,
     EACCES,
-    EINVAL,
     EAGAIN,
     ENOSPC,
     EIO,
+    ENOMEM,
 ];
 /// "ZERONIC_IOC_FLOW_DETACH, FLOW_QUERY, STREAM_CONSUME:".
 const FLOW_ID: &[Errno] = &[ENOENT];
