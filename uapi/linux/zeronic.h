@@ -322,6 +322,7 @@ struct zeronic_flow_query {
  *   EPIPE   the flow cannot send or receive any more (reset, detached, or
  *           SEND after shutdown)
  *   EIO     RECV: the NIC is broken (or being unbound); nothing was posted
+ *   ENOMEM  out of memory
  * ZERONIC_IOC_STREAM_CONSUME:
  *   EINVAL  stream_off behind the ring's head or beyond the bytes reported
  *

@@ -110,7 +110,9 @@ const FLOW_ATTACH: &[Errno] = &[
 /// "ZERONIC_IOC_FLOW_DETACH, FLOW_QUERY, STREAM_CONSUME:".
 const FLOW_ID: &[Errno] = &[ENOENT];
 /// "ZERONIC_IOC_POST" ("the errno is the first refused request's").
-const POST: &[Errno] = &[ENOENT, EINVAL, EFAULT, EACCES, ERANGE, EAGAIN, EPIPE];
+const POST: &[Errno] = &[
+    ENOENT, EINVAL, EFAULT, EACCES, ERANGE, EAGAIN, EPIPE, EIO, ENOMEM,
+];
 /// "ZERONIC_IOC_STREAM_CONSUME:", besides [`FLOW_ID`].
 const STREAM_CONSUME: &[Errno] = &[ENOENT, EINVAL];
 /// An unknown command word: "ENOTTY unknown ioctl number".
