@@ -85,7 +85,7 @@ const MR_REG: &[Errno] = &[EINVAL, E2BIG, EFAULT, ENOMEM, ENOSPC, EIO];
 /// "ZERONIC_IOC_MR_DEREG:" of the header.
 const MR_DEREG: &[Errno] = &[ENOENT, EIO, EBUSY];
 /// "ZERONIC_IOC_CQ_CREATE:".
-const CQ_CREATE: &[Errno] = &[EINVAL, EBADF, ENOMEM];
+const CQ_CREATE: &[Errno] = &[EINVAL, EBADF, ENOMEM, ENOSPC];
 /// "ZERONIC_IOC_CQ_DESTROY:".
 const CQ_DESTROY: &[Errno] = &[ENOENT, EBUSY];
 /// "ZERONIC_IOC_FLOW_ATTACH:".
