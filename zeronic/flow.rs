@@ -756,16 +756,22 @@ impl Flow {
     /// ring's use: nothing writes the ring any more.
     pub(crate) fn flush_segments(&self, inner: &mut FlowInner, status: u16) {
         drop(inner.ring.take());
+        self.complete_all_segments(inner, status, 0);
+    }
+
+    /// Completes every posted segment with what it holds, `status` and
+    /// `flags` (the NIC no longer writes them).
+    fn complete_all_segments(&self, inner: &mut FlowInner, status: u16, flags: u32) {
         let segs = core::mem::take(&mut inner.segs);
         Self::segs_removed(inner);
         for seg in segs {
-            // CAST: as in `complete_rx`.
+            // CAST: the filled part of a segment fits its u32 length.
             let filled = inner
                 .rx_done
                 .saturating_sub(seg.start)
                 .min(u64::from(seg.len)) as u32;
             let _ = self.complete(
-                &recv_cqe(self.id, &seg, filled, status, 0),
+                &recv_cqe(self.id, &seg, filled, status, flags),
                 Credit::Reserved,
             );
         }
@@ -838,19 +844,7 @@ impl Flow {
             self.flush_segments(inner, ECONNRESET.to_errno().unsigned_abs() as u16);
             return;
         }
-        let segs = core::mem::take(&mut inner.segs);
-        Self::segs_removed(inner);
-        for seg in segs {
-            // CAST: the filled part of a segment fits its u32 length.
-            let filled = inner
-                .rx_done
-                .saturating_sub(seg.start)
-                .min(u64::from(seg.len)) as u32;
-            let _ = self.complete(
-                &recv_cqe(self.id, &seg, filled, 0, uapi::CQE_F_EOF),
-                Credit::Reserved,
-            );
-        }
+        self.complete_all_segments(inner, 0, uapi::CQE_F_EOF);
         self.post_event(inner, 0, uapi::CQE_F_EOF);
     }
 }
