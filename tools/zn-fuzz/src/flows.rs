@@ -53,8 +53,9 @@ use zeronic_uapi::{
 
 use crate::counters::{self, NicCounters};
 use crate::errnos::{allowed, allowed_list, Call, ErrnoName, CALLS};
+use crate::mem;
 use crate::rng::Rng;
-use crate::shared::ERRNOS;
+use crate::shared::{map_zeroed, ERRNOS};
 
 /// Workers at most (`--flow-workers`), besides the namespace worker.
 pub const MAX_WORKERS: usize = 8;
@@ -153,20 +154,8 @@ pub struct FlowShared {
 
 impl FlowShared {
     fn new() -> Result<&'static FlowShared> {
-        let len = NonZeroUsize::new(size_of::<FlowShared>()).expect("not empty");
-        // SAFETY: a fresh anonymous mapping: no existing memory is affected.
-        let p = unsafe {
-            mmap_anonymous(
-                None,
-                len,
-                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                MapFlags::MAP_SHARED,
-            )
-        }
-        .context("mmap of the flow phase's counters")?;
-        // SAFETY: zero-filled, page-aligned, large enough; all-zero bytes are
-        // valid atomics; never unmapped.
-        Ok(unsafe { &*p.as_ptr().cast::<FlowShared>() })
+        // SAFETY: `FlowShared` is atomics only, valid all zero.
+        unsafe { map_zeroed("the flow phase's counters") }
     }
 
     fn say(&self, msg: &str) {
@@ -766,19 +755,7 @@ impl Worker {
 
     fn map_cq(&mut self, fi: usize, c: &Cq) -> Option<u64> {
         self.count(Op::CqMmap);
-        // SAFETY: a new shared mapping of the file, never referenced by Rust
-        // code but through raw pointers.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                c.mmap_size as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                self.files[fi].fd.as_raw_fd(),
-                c.mmap_offset as libc::off_t,
-            )
-        };
-        (p != libc::MAP_FAILED).then_some(p as u64)
+        mem::map_shared_file(self.files[fi].fd.as_raw_fd(), c.mmap_size, c.mmap_offset).ok()
     }
 
     fn unmap(&self, addr: u64, size: u64) {
@@ -1523,16 +1500,9 @@ fn new_worker(
     })
 }
 
-/// A root worker: its own file, the shared ones, connections between the
-/// ports' namespaces.
-fn root_worker(
-    id: usize,
-    cfg: &Config,
-    sh: &'static FlowShared,
-    deadline: Instant,
-    shared: OwnedFd,
-    sock: OwnedFd,
-) -> Result<()> {
+/// The files a worker shares with the others: the one opened before the
+/// fork (ident 1) and the one passed over `sock` (ident 2, if it came).
+fn shared_files(shared: OwnedFd, sock: OwnedFd, sh: &FlowShared) -> Vec<ZFile> {
     let mut files = vec![ZFile {
         ident: 1,
         fd: shared,
@@ -1546,7 +1516,20 @@ fn root_worker(
             shared: true,
         });
     }
-    drop(sock);
+    files
+}
+
+/// A root worker: its own file, the shared ones, connections between the
+/// ports' namespaces.
+fn root_worker(
+    id: usize,
+    cfg: &Config,
+    sh: &'static FlowShared,
+    deadline: Instant,
+    shared: OwnedFd,
+    sock: OwnedFd,
+) -> Result<()> {
+    let mut files = shared_files(shared, sock, sh);
     files.push(ZFile {
         ident: 3,
         fd: open_zeronic().context("open /dev/zeronic")?,
@@ -1655,20 +1638,7 @@ fn ns_worker(
     ifindex: [u32; 2],
 ) -> Result<()> {
     let row = MAX_WORKERS;
-    let mut files = vec![ZFile {
-        ident: 1,
-        fd: shared,
-        shared: true,
-    }];
-    if let Some(t) = recv_file(&sock) {
-        sh.fds_received.fetch_add(1, Relaxed);
-        files.push(ZFile {
-            ident: 2,
-            fd: t,
-            shared: true,
-        });
-    }
-    drop(sock);
+    let mut files = shared_files(shared, sock, sh);
     unprivileged_user_and_net_ns().context("user and network namespaces as uid 65534")?;
     files.push(ZFile {
         ident: 3,

@@ -41,6 +41,29 @@ pub fn map(addr: u64, len: u64, prot: i32, flags: i32, fd: i32) -> Result<u64, E
     }
 }
 
+/// A new shared read-write mapping of `size` bytes of file `fd` at `offset`
+/// (a CQ of a `/dev/zeronic` file): its address. Rust code reaches it only
+/// through raw pointers.
+pub fn map_shared_file(fd: i32, size: u64, offset: u64) -> Result<u64, Errno> {
+    // SAFETY: a new mapping at an address of the kernel's choice: no
+    // existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            offset as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(Errno::last())
+    } else {
+        Ok(p as u64)
+    }
+}
+
 /// mprotect of a range of this module's mappings.
 pub fn protect(addr: u64, len: u64, prot: i32) -> Result<(), Errno> {
     // SAFETY: only this module's mappings, never referenced by Rust code.

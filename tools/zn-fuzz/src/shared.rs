@@ -17,6 +17,31 @@ pub const KEYBOARD: usize = 1024;
 /// errno values counted individually (Linux's are below 134).
 pub const ERRNOS: usize = 134;
 
+/// Maps a zeroed `T` for this process and every process it forks, for the
+/// rest of the run (never unmapped); `what` names it in the error.
+///
+/// # Safety
+///
+/// All-zero bytes must be a valid `T`, and `T` must be safe to use from
+/// several processes at once through the same memory (atomics only).
+pub unsafe fn map_zeroed<T>(what: &str) -> Result<&'static T> {
+    let len = NonZeroUsize::new(size_of::<T>()).context("a zero-sized mapping")?;
+    // SAFETY: a fresh anonymous mapping: no existing memory is affected.
+    let p = unsafe {
+        mmap_anonymous(
+            None,
+            len,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_SHARED,
+        )
+    }
+    .with_context(|| format!("mmap of {what}"))?;
+    // SAFETY: the mapping is zero-filled, page-aligned and large enough,
+    // all-zero bytes are a valid `T` (the caller's promise), and it is never
+    // unmapped, so the reference lives as long as the process.
+    Ok(unsafe { &*p.as_ptr().cast::<T>() })
+}
+
 /// Everything the processes of a run count together.
 #[repr(C)]
 pub struct Shared {
@@ -62,21 +87,8 @@ pub struct Shared {
 impl Shared {
     /// Maps a zeroed `Shared` for this process and every process it forks.
     pub fn new() -> Result<&'static Shared> {
-        let len = NonZeroUsize::new(size_of::<Shared>()).expect("Shared is not empty");
-        // SAFETY: a fresh anonymous mapping: no existing memory is affected.
-        let p = unsafe {
-            mmap_anonymous(
-                None,
-                len,
-                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                MapFlags::MAP_SHARED,
-            )
-        }
-        .context("mmap of the shared counters")?;
-        // SAFETY: the mapping is zero-filled, page-aligned, large enough, and
-        // all-zero bytes are valid atomics; it is never unmapped, so the
-        // reference lives as long as the process.
-        Ok(unsafe { &*p.as_ptr().cast::<Shared>() })
+        // SAFETY: `Shared` is atomics only, valid all zero.
+        unsafe { map_zeroed("the shared counters") }
     }
 
     /// Publishes a key handed out by the NIC.

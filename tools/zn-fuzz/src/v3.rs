@@ -22,7 +22,7 @@ use zeronic_uapi::{
 
 use crate::errnos::{Call, ErrnoName};
 use crate::fuzz::{bytes_of, from_bytes, raw_ioctl, Expect, FileRef, Fuzzer};
-use crate::mem::Place;
+use crate::mem::{self, Place};
 
 /// A live CQ of one of the process's files.
 #[derive(Clone, Copy, Debug)]
@@ -337,22 +337,9 @@ impl Fuzzer<'_> {
     /// Maps a new CQ and checks its ring page: nothing produced or consumed
     /// yet, the mask and the entries' offset fit the size.
     fn check_ring(&mut self, file: &FileRef, c: CqRec) {
-        // SAFETY: a new shared mapping of the file, never referenced by
-        // Rust code.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                c.mmap_size as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.fd.as_raw_fd(),
-                c.mmap_offset as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
+        let Ok(p) = mem::map_shared_file(file.fd.as_raw_fd(), c.mmap_size, c.mmap_offset) else {
             return; // the NIC may be going away: the ioctls are what is checked
-        }
-        let p = p as u64;
+        };
         let mut ring = CqRing::default();
         // SAFETY: the first page of the CQ mapping, a struct zeronic_cq_ring;
         // raw copy, no reference kept.
