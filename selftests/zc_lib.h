@@ -196,4 +196,33 @@ static inline int nic_fault(const char *cmd)
 	return system(line);
 }
 
+#ifdef __KSELFTEST_HARNESS_H
+/*
+ * The end of a zero-copy fixture: closes the connection's ends, the CQ's
+ * mapping (if made) and the file, then checks on a fresh file that closing
+ * gave every flow and region back, and with `pins` every pinned page
+ * (`base`: the query at the fixture's setup).
+ */
+static inline void zc_close_and_check(struct __test_metadata *_metadata, int zfd, int cli,
+				      int srv, void *map, size_t map_size,
+				      const struct zeronic_query *base, int pins)
+{
+	struct zeronic_query q;
+
+	close(cli);
+	close(srv);
+	if (map && map != MAP_FAILED)
+		munmap(map, map_size);
+	close(zfd);
+	zfd = zopen();
+	if (zfd >= 0 && !query(zfd, &q)) {
+		EXPECT_EQ(base->flows_in_use, q.flows_in_use);
+		EXPECT_EQ(base->mr_in_use, q.mr_in_use);
+		if (pins)
+			EXPECT_EQ(base->pinned_pages, q.pinned_pages);
+	}
+	close(zfd);
+}
+#endif
+
 #endif /* ZC_LIB_H */

@@ -51,21 +51,9 @@ FIXTURE_SETUP(sec)
 
 FIXTURE_TEARDOWN(sec)
 {
-	struct zeronic_query q;
-
-	close(self->cli);
-	close(self->srv);
-	if (self->map && self->map != MAP_FAILED)
-		munmap(self->map, self->map_size);
-	close(self->zfd);
-	/* Whatever the test did, closing gives every flow and region back. */
-	self->zfd = zopen();
-	if (self->zfd >= 0 && !query(self->zfd, &q)) {
-		EXPECT_EQ(self->base.flows_in_use, q.flows_in_use);
-		EXPECT_EQ(self->base.mr_in_use, q.mr_in_use);
-		EXPECT_EQ(self->base.pinned_pages, q.pinned_pages);
-	}
-	close(self->zfd);
+	/* Whatever the test did, closing gives every flow, region and pin back. */
+	zc_close_and_check(_metadata, self->zfd, self->cli, self->srv, self->map, self->map_size,
+			   &self->base, 1);
 	munmap(self->buf, self->len);
 }
 

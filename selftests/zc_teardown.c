@@ -76,19 +76,8 @@ FIXTURE_SETUP(td)
 
 FIXTURE_TEARDOWN(td)
 {
-	struct zeronic_query q;
-
-	close(self->cli);
-	close(self->srv);
-	if (self->map && self->map != MAP_FAILED)
-		munmap(self->map, self->map_size);
-	close(self->zfd);
-	self->zfd = zopen();
-	if (self->zfd >= 0 && !query(self->zfd, &q)) {
-		EXPECT_EQ(self->base.flows_in_use, q.flows_in_use);
-		EXPECT_EQ(self->base.mr_in_use, q.mr_in_use);
-	}
-	close(self->zfd);
+	zc_close_and_check(_metadata, self->zfd, self->cli, self->srv, self->map, self->map_size,
+			   &self->base, 0);
 	munmap(self->buf, self->len);
 	free(self->snap);
 }
