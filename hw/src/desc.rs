@@ -119,8 +119,8 @@ pub const HDRQ_HDR_MAX: usize = HDRQ_ENTRY_SIZE - HDRQ_HDR_OFFSET;
 pub const HDRF_COALESCED: u16 = 1 << 0;
 /// Header flag: placed above the cursor (out of order).
 pub const HDRF_OOO: u16 = 1 << 1;
-/// Header flag: entirely below the cursor; nothing was written (the TCP
-/// checksum was verified all the same).
+/// Header flag, never set: a frame over bytes already placed takes the
+/// normal path instead (the driver refuses an entry carrying it).
 pub const HDRF_DUP: u16 = 1 << 2;
 /// Header flag: the packet carried no payload (pure ACK/FIN/RST...).
 pub const HDRF_NO_PAYLOAD: u16 = 1 << 3;

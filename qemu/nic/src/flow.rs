@@ -63,14 +63,16 @@ pub struct Flow {
 /// Where a packet's payload goes.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// Entirely below the cursor: nothing to write.
+    /// Overlaps bytes already placed (below the cursor or in an
+    /// out-of-order range): nothing is written. Each byte is written at
+    /// most once, by the first packet that brought it, so bytes TCP may
+    /// already hold never change; the frame takes the normal path, where
+    /// TCP decides on its own bytes.
     Dup,
-    /// Write `[start, end)` (stream offsets) to these (key, mr offset, len) pieces;
-    /// `skip` leading payload bytes lie below the cursor.
+    /// Write the whole payload, `[start, start + len)` in stream offsets,
+    /// to these (key, mr offset, len) pieces.
     Place {
-        /// Payload bytes below the cursor (not rewritten).
-        skip: u64,
-        /// Stream offset of the first byte written.
+        /// Stream offset of the first byte written (the packet's own).
         start: u64,
         /// (MR key, MR offset, length) pieces in order.
         pieces: Vec<(u64, u64, u64)>,
@@ -100,10 +102,10 @@ impl Flow {
         let Some(end) = o.checked_add(len) else {
             return Plan::NoSpace;
         };
-        if end <= self.cursor {
+        if self.overlaps_placed(o, end) {
             return Plan::Dup;
         }
-        let start = o.max(self.cursor);
+        let start = o;
         let mut pieces = Vec::new();
         if self.ring_dead {
             return Plan::NoSpace;
@@ -143,11 +145,22 @@ impl Flow {
         if !self.ooo_fits(start, end) {
             return Plan::OooFull;
         }
-        Plan::Place {
-            skip: start - o,
-            start,
-            pieces,
+        Plan::Place { start, pieces }
+    }
+
+    /// True if `[o, end)` holds a byte already placed: below the cursor or
+    /// in an out-of-order range (an empty range holds none).
+    fn overlaps_placed(&self, o: u64, end: u64) -> bool {
+        if o >= end {
+            return false;
         }
+        if o < self.cursor {
+            return true;
+        }
+        // The first range ending after `o` is the only one that can overlap
+        // without a later one starting below `end` first.
+        let i = self.ooo.partition_point(|&(_, b)| b <= o);
+        self.ooo.get(i).is_some_and(|&(a, _)| a < end)
     }
 
     /// Index range of the out-of-order ranges that `[start, end)` overlaps

@@ -184,12 +184,23 @@ impl Device {
                 return;
             }
         }
-        if matches!(plan, Plan::NoSpace | Plan::OooFull) {
-            if plan == Plan::OooFull {
-                self.pstat(p, PSTAT_RX_OOO_FULL, 1);
+        // Not placed: the frame goes whole to the normal path, where TCP
+        // judges its bytes and the driver copies what TCP accepts. A frame
+        // over bytes already placed is one: the NIC writes each byte once,
+        // and a receipt may only carry bytes its own packet wrote (TCP may
+        // have dropped the packet that wrote them).
+        let dup = plan == Plan::Dup && pay_len > 0;
+        if dup || matches!(plan, Plan::NoSpace | Plan::OooFull) {
+            if dup {
+                self.pstat(p, PSTAT_RX_DUP_FRAMES, 1);
+                self.pstat(p, PSTAT_RX_DUP_BYTES, pay_len);
+            } else {
+                if plan == Plan::OooFull {
+                    self.pstat(p, PSTAT_RX_OOO_FULL, 1);
+                }
+                self.pstat(p, PSTAT_RX_FALLBACK, 1);
             }
             self.flush_open(p, now);
-            self.pstat(p, PSTAT_RX_FALLBACK, 1);
             self.rx_normal(p, f, RXF_TCP | RXF_CSUM_OK | RXF_FLOW, idx, now);
             return;
         }
@@ -209,11 +220,7 @@ impl Device {
         }
         let (mut hflags, mut placed) = (0u16, 0u64);
         match plan {
-            Plan::Place {
-                skip,
-                start,
-                pieces,
-            } => {
+            Plan::Place { start, pieces } => {
                 let mut dst = std::mem::take(&mut self.place_ext);
                 dst.clear();
                 for &(key, off, n) in &pieces {
@@ -231,13 +238,13 @@ impl Device {
                         return self.rx_normal(p, f, fl, idx, now);
                     }
                 }
-                let placed_ok = place(f, t, skip as usize, &dst, &mem).is_some();
+                let placed_ok = place(f, t, &dst, &mem).is_some();
                 self.place_ext = dst;
                 if !placed_ok {
                     self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
                     return;
                 }
-                placed = pay_len - skip;
+                placed = pay_len;
                 let Some(flow) = self.flows.get_mut(idx) else {
                     return;
                 };
@@ -246,20 +253,10 @@ impl Device {
                     hflags |= HDRF_OOO;
                     self.pstat(p, PSTAT_RX_OOO_FRAMES, 1);
                 }
-                if skip > 0 {
-                    self.pstat(p, PSTAT_RX_DUP_BYTES, skip);
-                }
                 self.pstat(p, PSTAT_RX_PLACED_BYTES, placed);
             }
-            _ => {
-                if pay_len == 0 {
-                    hflags |= HDRF_NO_PAYLOAD;
-                } else {
-                    hflags |= HDRF_DUP;
-                    self.pstat(p, PSTAT_RX_DUP_FRAMES, 1);
-                    self.pstat(p, PSTAT_RX_DUP_BYTES, pay_len);
-                }
-            }
+            // Only a packet without payload is left (above).
+            _ => hflags |= HDRF_NO_PAYLOAD,
         }
         self.pstat(p, PSTAT_RX_SPLIT, 1);
         let cursor = self.flows.get_mut(idx).map_or(0, |fl| fl.cursor);
@@ -360,31 +357,17 @@ impl Device {
     }
 }
 
-/// Copies the payload of `f` (after `skip` bytes) into the guest extents
+/// Copies the payload of `f` into the guest extents
 /// `dst`. A checksum the sender's TX Merge Unit still owes (`f.csum`) is
 /// computed in the same pass and inserted into `f.head` (the header the
 /// driver sees carries the real checksum); any other frame was verified
 /// before. None: DMA refused (nothing is reported placed).
-fn place(
-    f: &mut Frame,
-    t: &Tcp4,
-    skip: usize,
-    dst: &[(u64, u64)],
-    mem: &crate::mem::GuestMem,
-) -> Option<()> {
+fn place(f: &mut Frame, t: &Tcp4, dst: &[(u64, u64)], mem: &crate::mem::GuestMem) -> Option<()> {
     let pending = f.csum.take();
     let mut c = pending.map(|pc| pc.partial).unwrap_or_default();
-    if pending.is_some() {
-        f.for_pieces(t.pay_off(), skip, |p, n| {
-            // SAFETY: for_pieces hands out ranges valid for the call.
-            c.add_sum(unsafe { sum_raw(p, n) }, n)
-        })
-        .ok()?;
-    }
     let (mut di, mut doff) = (0usize, 0u64);
     let mut fail = false;
-    let want = t.pay_len() - skip;
-    f.for_pieces(t.pay_off() + skip, want, |mut src, mut n| {
+    f.for_pieces(t.pay_off(), t.pay_len(), |mut src, mut n| {
         while n > 0 && !fail {
             let Some(&(a, l)) = dst.get(di) else {
                 fail = true;

@@ -19,7 +19,8 @@
 //! out-of-order ranges and MS List agree with the reference. Every header
 //! entry and every normal-path completion is the one the reference expects,
 //! and each header entry is also checked on its own (stream_off agrees with
-//! seq, placed <= len, a DUP entry placed nothing, an OOO entry starts above
+//! seq, an entry wrote all the payload it reports (a frame over bytes
+//! already placed takes the normal path), an OOO entry starts above
 //! the cursor as it was, ...). Frames of a removed flow's tuple take the
 //! normal path and change nothing.
 
@@ -422,10 +423,11 @@ impl RefFlow {
 
     fn plan(&self, o: u64, len: u64, bases: &[u64; NREGIONS]) -> Plan {
         let end = o + len;
-        if end <= self.cursor {
+        // Written once: a frame over any placed byte writes nothing.
+        if o < self.cursor || self.ooo.iter().any(|r| r.0 < end && r.1 > o) {
             return Plan::Dup;
         }
-        let start = o.max(self.cursor);
+        let start = o;
         if self.ring_dead {
             return Plan::NoSpace;
         }
@@ -814,10 +816,17 @@ impl Peer {
                 Some(_) if len == 0 => Plan::Dup,
                 Some(o) => rf.plan(o, len as u64, &self.bases),
             };
-            if matches!(plan, Plan::Below | Plan::NoSpace | Plan::OooFull) {
-                what = "fallback";
-                want[PSTAT_RX_FALLBACK] = 1;
-                want[PSTAT_RX_OOO_FULL] = matches!(plan, Plan::OooFull) as u64;
+            let dup = matches!(plan, Plan::Dup) && len > 0;
+            if dup || matches!(plan, Plan::Below | Plan::NoSpace | Plan::OooFull) {
+                if dup {
+                    what = "dup";
+                    want[PSTAT_RX_DUP_FRAMES] = 1;
+                    want[PSTAT_RX_DUP_BYTES] = len as u64;
+                } else {
+                    what = "fallback";
+                    want[PSTAT_RX_FALLBACK] = 1;
+                    want[PSTAT_RX_OOO_FULL] = matches!(plan, Plan::OooFull) as u64;
+                }
                 want[PSTAT_RX_NORMAL] = 1;
                 want[PSTAT_HDRQ_ENTRIES] = self.open[p] as u64;
                 self.open[p] = false;
@@ -868,18 +877,12 @@ impl Peer {
                                 hflags |= HDRF_OOO;
                                 want[PSTAT_RX_OOO_FRAMES] = 1;
                             }
-                            want[PSTAT_RX_DUP_BYTES] = start - o;
+                            assert_eq!(start, o, "a placement writes its whole payload");
                             want[PSTAT_RX_PLACED_BYTES] = placed;
                         }
-                        _ if len == 0 => {
+                        _ => {
                             what = "no payload";
                             hflags |= HDRF_NO_PAYLOAD;
-                        }
-                        _ => {
-                            what = "dup";
-                            hflags |= HDRF_DUP;
-                            want[PSTAT_RX_DUP_FRAMES] = 1;
-                            want[PSTAT_RX_DUP_BYTES] = len as u64;
                         }
                     }
                     let hdr_len = (14 + ihl + thl).min(HDRQ_HDR_MAX);
@@ -1361,13 +1364,13 @@ fn check_entry(e: &HdrEntry, h: &[u8], x: &ExpEntry) {
     assert!(e.placed <= e.len, "placed > len: {e:?}");
     let kind = e.flags & (HDRF_DUP | HDRF_OOO | HDRF_NO_PAYLOAD);
     assert!(kind.count_ones() <= 1, "incoherent flags: {e:?}");
-    if e.flags & HDRF_DUP != 0 {
-        assert_eq!(e.placed, 0, "a DUP entry placed bytes: {e:?}");
-        assert!(
-            e.stream_off + e.len as u64 <= e.cursor,
-            "DUP above the cursor: {e:?}"
-        );
-    }
+    // A frame over placed bytes takes the normal path: an entry's payload
+    // is always bytes its own packets wrote, all of them.
+    assert_eq!(e.flags & HDRF_DUP, 0, "a DUP entry: {e:?}");
+    assert_eq!(
+        e.placed, e.len,
+        "an entry over bytes it did not write: {e:?}"
+    );
     if e.flags & HDRF_NO_PAYLOAD != 0 {
         assert_eq!((e.len, e.placed), (0, 0), "NO_PAYLOAD with payload: {e:?}");
     }

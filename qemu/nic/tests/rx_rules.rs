@@ -186,9 +186,43 @@ fn a_corrupt_retransmission_never_overwrites_placed_bytes() {
     assert_eq!(e[0].0.flags, HDRF_OOO);
 }
 
+/// Linux keeps the first copy of bytes it holds; so does the NIC, or bytes
+/// TCP queued out of order would change under it: a frame over any placed
+/// byte writes nothing, even the bytes it alone brings.
+#[test]
+fn an_overlapping_frame_with_other_bytes_never_overwrites_placed_ones() {
+    let (mut tb, _, r) = receiver(65_536);
+    tb.drv[1].post_rx(0, 4);
+    deliver(&mut tb, &[Pkt::new(1000, vec![0x11; 1000]).bytes()]);
+    let over = Pkt::new(500, vec![0x22; 1000]);
+    deliver(&mut tb, &[over.bytes()]);
+    let mut got = vec![0u8; 2000];
+    tb.drv[1].mem.read(r, &mut got).unwrap();
+    assert!(got[..1000].iter().all(|&b| b == 0), "nothing written below");
+    assert!(got[1000..].iter().all(|&b| b == 0x11), "placed bytes kept");
+    let rx = tb.drv[1].reap_rx(0);
+    assert_eq!(rx.len(), 1);
+    assert_eq!(
+        (rx[0].0.flags & RXF_FLOW, &rx[0].1),
+        (RXF_FLOW, &over.bytes())
+    );
+    // The hole alone is placed, and joins the range.
+    deliver(&mut tb, &[Pkt::new(0, vec![0x33; 1000]).bytes()]);
+    tb.drv[1].mem.read(r, &mut got).unwrap();
+    assert!(got[..1000].iter().all(|&b| b == 0x33));
+    let e = tb.drv[1].reap_hdr(0);
+    let seen: Vec<_> = e
+        .iter()
+        .map(|(m, _)| (m.flags, m.placed, m.cursor))
+        .collect();
+    assert_eq!(seen, vec![(HDRF_OOO, 1000, 0), (0, 1000, 2000)]);
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_DUP_FRAMES), 1);
+}
+
 #[test]
 fn duplicates_are_checksum_verified() {
     let (mut tb, _, _) = receiver(65_536);
+    tb.drv[1].post_rx(0, 4);
     let p = Pkt::new(0, vec![5; 1000]);
     deliver(&mut tb, &[p.bytes()]);
     let mut bad = p.bytes();
@@ -196,7 +230,11 @@ fn duplicates_are_checksum_verified() {
     deliver(&mut tb, &[bad, p.bytes()]);
     let e = tb.drv[1].reap_hdr(0);
     let flags: Vec<u16> = e.iter().map(|(m, _)| m.flags).collect();
-    assert_eq!(flags, vec![0, HDRF_DUP], "only the good duplicate");
+    assert_eq!(flags, vec![0], "the original only");
+    // The good duplicate goes whole to the normal path; the bad one nowhere.
+    let rx = tb.drv[1].reap_rx(0);
+    assert_eq!(rx.len(), 1, "only the good duplicate");
+    assert_eq!(rx[0].1, p.bytes());
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_CSUM_ERR), 1);
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_DUP_FRAMES), 1);
 }
