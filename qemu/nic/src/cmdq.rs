@@ -38,6 +38,9 @@ impl Device {
                     let mut h = [0u8; 8];
                     h.copy_from_slice(&b[..8]);
                     let hdr = CmdHeader::decode(&h);
+                    if hdr.opcode == CMD_FLOW_UPDATE && self.hold_updates {
+                        break; // `fault hold`: it stays queued
+                    }
                     if hdr.opcode == CMD_MR_REG {
                         pages += CmdMrReg::decode(&b).npages.min(MR_MAX_PAGES) as u64;
                     }

@@ -113,6 +113,10 @@ pub struct Device {
     /// Stopped by `fault freeze` (a dead NIC): no scans, DMA, interrupts or
     /// counters until `fault thaw`. Survives resets and reconnections.
     pub frozen: bool,
+    /// Held by `fault hold` (a NIC slow to move a flow's cursor): commands
+    /// stop before the next `CMD_FLOW_UPDATE` (those behind it wait, in
+    /// order) until `fault thaw`; everything else goes on.
+    pub hold_updates: bool,
     /// Scratch list of guest extents for one placement (kept to save an
     /// allocation per frame).
     pub(crate) place_ext: Vec<(u64, u64)>,
@@ -141,6 +145,7 @@ impl Device {
             fatal: false,
             attached: false,
             frozen: false,
+            hold_updates: false,
         };
         d.reset();
         d

@@ -194,20 +194,38 @@ impl Model {
         d.frozen = frozen;
     }
 
+    /// Holds (`fault hold`) or lets go (`fault thaw`) guest `g`'s
+    /// command execution before its next `CMD_FLOW_UPDATE`.
+    pub fn set_hold_updates(&self, g: usize, hold: bool) {
+        let Some(guest) = self.guests.get(g) else {
+            return;
+        };
+        let mut d = lock(&guest.dev);
+        if d.hold_updates != hold {
+            log::warn!(
+                "guest {}: cursor moves {} (fault injection)",
+                guest.name,
+                if hold { "held" } else { "let go" }
+            );
+        }
+        d.hold_updates = hold;
+    }
+
     /// One line on guest `g`'s fault state: `guest NAME: frozen=0|1
-    /// fatal=0|1 fatal_code=N fatal_info=0xN heartbeat=N`.
+    /// fatal=0|1 fatal_code=N fatal_info=0xN heartbeat=N hold=0|1`.
     pub fn fault_status(&self, g: usize) -> String {
         use zeronic_hw::regs::*;
         let guest = &self.guests[g];
         let d = lock(&guest.dev);
         format!(
-            "guest {}: frozen={} fatal={} fatal_code={} fatal_info={:#x} heartbeat={}",
+            "guest {}: frozen={} fatal={} fatal_code={} fatal_info={:#x} heartbeat={} hold={}",
             guest.name,
             d.frozen as u8,
             d.fatal() as u8,
             d.bar.r32(REG_FATAL_CODE),
             d.bar.r32(REG_FATAL_INFO),
-            d.bar.r32(REG_HEARTBEAT)
+            d.bar.r32(REG_HEARTBEAT),
+            d.hold_updates as u8
         )
     }
 

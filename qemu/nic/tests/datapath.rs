@@ -346,8 +346,9 @@ fn out_of_order_lands_at_its_offset() {
 }
 
 #[test]
-fn duplicates_below_cursor_are_not_rewritten() {
+fn frames_over_placed_bytes_take_the_normal_path() {
     let mut tb = Tb::new(Topology::TwoGuest, Impair::default());
+    tb.drv[1].post_rx(0, 4);
     let data = pattern(8000, 5);
     let (skey, _, rkey, rbase, flow) = setup_flow(&mut tb, &data, 65_536, 100);
     tb.post(1, flow, rkey, 0, 65_536);
@@ -355,12 +356,13 @@ fn duplicates_below_cursor_are_not_rewritten() {
     let hdr = tcp_hdr(A_IP, B_IP, 4000, 5001, 100, 1, 0x10);
     tb.drv[0].tx_merge(0, &hdr, ha, skey, 0, 8000, 0);
     tb.step();
-    // The application reuses the consumed bytes; a retransmission of them
-    // must not overwrite them. A partial overlap writes only the new part.
+    // Each byte is written once: neither a retransmission of placed bytes
+    // nor one that also brings new bytes writes anything (TCP may hold the
+    // first copy, or have dropped the packet that wrote it and accept this
+    // one: it judges the frame on the normal path, the driver copies).
     tb.drv[1].mem.write(rbase, &[0xee; 8000]).unwrap();
     tb.drv[0].tx_merge(0, &hdr, ha, skey, 0, 8000, 0);
     tb.step();
-    assert!(recv_bytes(&tb, rbase, 8000) == vec![0xee; 8000]);
     let mut more = pattern(8000, 6);
     more[..4000].copy_from_slice(&data[4000..]);
     let m = tb.drv[0].alloc(8000);
@@ -377,19 +379,99 @@ fn duplicates_below_cursor_are_not_rewritten() {
     );
     tb.step();
     assert!(tb.drv[0].reap_tx(0).iter().all(|c| c.status == ST_OK));
-    assert!(recv_bytes(&tb, rbase, 8000) == vec![0xee; 8000]);
-    assert!(recv_bytes(&tb, rbase + 8000, 4000) == more[4000..]);
+    assert!(
+        recv_bytes(&tb, rbase, 16_000)
+            == vec![0xee; 8000]
+                .into_iter()
+                .chain(vec![0; 8000])
+                .collect::<Vec<_>>()
+    );
     let h = tb.drv[1].reap_hdr(0);
-    assert_eq!(h.len(), 3);
+    assert_eq!(h.len(), 1, "only the first packet was placed");
+    assert!(h
+        .iter()
+        .all(|(e, _)| e.flags & HDRF_DUP == 0 && e.placed == e.len));
+    let rx = tb.drv[1].reap_rx(0);
+    let frames: Vec<_> = rx.iter().map(|(c, d)| (c.flags, c.flow, d.len())).collect();
+    let fl = RXF_TCP | RXF_CSUM_OK | RXF_FLOW;
     assert_eq!(
-        (h[1].0.flags, h[1].0.placed, h[1].0.cursor),
-        (HDRF_DUP, 0, 8000)
+        frames,
+        vec![(fl, flow, 54 + 8000); 2],
+        "both retransmissions, whole"
     );
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_DUP_FRAMES), 2);
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_DUP_BYTES), 8000 + 8000);
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_FALLBACK), 0);
+    // The bytes TCP accepted from them are the driver's to copy; it then
+    // moves the cursor past them, and what follows is placed again.
+    tb.drv[1].mem.write(rbase + 8000, &more[4000..]).unwrap();
+    let upd = CmdFlow {
+        opcode: CMD_FLOW_UPDATE,
+        flags: FLOWU_CURSOR,
+        flow,
+        stream_off: 12_000,
+        ..Default::default()
+    };
+    assert_eq!(tb.cmd(1, upd.encode()).status, ST_OK);
+    let m3 = tb.drv[0].alloc(4000);
+    tb.drv[0].mem.write(m3, &[0x33; 4000]).unwrap();
+    let k3 = tb.reg_mr(0, m3, 4000, MR_ACCESS_LOCAL_READ).unwrap();
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 100 + 12_000, 1, 0x10),
+        ha,
+        k3,
+        0,
+        4000,
+        0,
+    );
+    tb.step();
+    assert!(recv_bytes(&tb, rbase + 12_000, 4000) == vec![0x33; 4000]);
+    let h = tb.drv[1].reap_hdr(0);
     assert_eq!(
-        (h[2].0.placed, h[2].0.stream_off, h[2].0.cursor),
-        (4000, 4000, 12_000)
+        (h[0].0.placed, h[0].0.stream_off, h[0].0.cursor),
+        (4000, 12_000, 16_000)
     );
-    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_DUP_BYTES), 8000 + 4000);
+}
+
+/// `fault hold`: the command queue stops before a cursor move until
+/// thawed, while frames are still placed (what a driver's copy must not
+/// race with).
+#[test]
+fn a_held_cursor_move_waits_while_frames_are_placed() {
+    let mut tb = Tb::new(Topology::TwoGuest, Impair::default());
+    let data = pattern(8000, 8);
+    let (skey, _, rkey, rbase, flow) = setup_flow(&mut tb, &data, 65_536, 100);
+    tb.post(1, flow, rkey, 0, 65_536);
+    tb.model.set_hold_updates(1, true);
+    let upd = CmdFlow {
+        opcode: CMD_FLOW_UPDATE,
+        flags: FLOWU_CURSOR,
+        flow,
+        stream_off: 16_000,
+        ..Default::default()
+    };
+    tb.drv[1].push_cmd(upd.encode());
+    tb.step();
+    assert!(tb.drv[1].reap_cmd().is_none(), "the cursor move was held");
+    let ha = tb.drv[0].alloc(256);
+    tb.drv[0].tx_merge(
+        0,
+        &tcp_hdr(A_IP, B_IP, 4000, 5001, 100, 1, 0x10),
+        ha,
+        skey,
+        0,
+        8000,
+        0,
+    );
+    tb.step();
+    assert!(recv_bytes(&tb, rbase, 8000) == data, "placed while held");
+    tb.model.set_hold_updates(1, false);
+    tb.step();
+    let c = tb.drv[1]
+        .reap_cmd()
+        .expect("the cursor move ran once let go");
+    assert_eq!((c.status, c.result), (ST_OK, 16_000));
 }
 
 #[test]
@@ -507,6 +589,10 @@ fn multi_megabyte_stream_is_byte_exact_over_impaired_wire() {
     for i in 0..(TOTAL as u64 / SEG) {
         assert_eq!(tb.post(1, flow, rkey, i * SEG, SEG as u32).status, ST_OK);
     }
+    // Frames over placed bytes come on the normal path; like the driver,
+    // this copies in-order bytes from them and moves the cursor past.
+    tb.drv[1].post_rx(0, 256);
+    let mut copied = 0u64;
     let ha = tb.drv[0].alloc(4096);
     let (mut cursor, mut next, mut last_cursor, mut stalls) = (0u64, 0u64, 0u64, 0);
     for _round in 0..20_000 {
@@ -539,10 +625,35 @@ fn multi_megabyte_stream_is_byte_exact_over_impaired_wire() {
             assert_eq!(e.status, ST_OK);
             cursor = cursor.max(e.cursor);
         }
-        assert!(
-            tb.drv[1].reap_rx(0).is_empty(),
-            "posted space covers the stream"
-        );
+        let rx = tb.drv[1].reap_rx(0);
+        tb.drv[1].post_rx(0, rx.len() as u32);
+        for (c, frame) in rx {
+            assert_eq!(
+                c.flags & RXF_FLOW,
+                RXF_FLOW,
+                "posted space covers the stream"
+            );
+            // Ethernet, IPv4 and TCP headers without options (tcp_hdr).
+            let seq = u32::from_be_bytes(frame[38..42].try_into().unwrap());
+            let o = seq.wrapping_sub(0x7000_0000) as u64;
+            let end = o + (frame.len() - 54) as u64;
+            if o > cursor || end <= cursor {
+                continue; // TCP would queue or drop it; go-back-N resends
+            }
+            let from = 54 + (cursor - o) as usize;
+            tb.drv[1].mem.write(rbase + cursor, &frame[from..]).unwrap();
+            copied += end - cursor;
+            let upd = CmdFlow {
+                opcode: CMD_FLOW_UPDATE,
+                flags: FLOWU_CURSOR,
+                flow,
+                stream_off: end,
+                ..Default::default()
+            };
+            let done = tb.cmd(1, upd.encode());
+            assert_eq!(done.status, ST_OK);
+            cursor = done.result;
+        }
         if cursor == last_cursor {
             stalls += 1;
             if stalls >= 2 {
@@ -561,6 +672,7 @@ fn multi_megabyte_stream_is_byte_exact_over_impaired_wire() {
     let (_, _, _, c) = wc[0];
     assert!(c.lost > 0 && c.duplicated > 0 && c.reordered > 0, "{c:?}");
     assert!(tb.drv[1].pstat(0, PSTAT_RX_DUP_BYTES) > 0);
+    assert!(copied > 0, "no frame over placed bytes brought new ones");
     assert!(tb.drv[1].pstat(0, PSTAT_RX_OOO_FRAMES) > 0);
     assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_CSUM_ERR), 0);
 }
