@@ -441,7 +441,8 @@ impl Flow {
     pub(crate) fn consume<C: LockContext>(self: &Arc<Self>, sk: &mut Locked<'_, C>) {
         let mut placed = 0u64;
         let mut copied = 0u64;
-        let mut copied_to = None;
+        // A copy waits for the NIC's cursor (see `copy_room`).
+        let mut copy_waits = false;
         let mut actor = |chunk: &RecvChunk<'_>| {
             let mut inner = self.inner.lock();
             // After the EOF nothing more is the stream's (bytes TCP still
@@ -477,10 +478,18 @@ impl Flow {
                     // CAST: bounded by `n - done`, a usize.
                     let mut take = ((n - done) as u64).min(room) as usize;
                     let ok = match &piece {
-                        Piece::Linear(b) => b.get(done..done + take).is_some_and(|src| {
-                            usize::try_from(mr_off)
-                                .is_ok_and(|at| mr.pages().write(at, src).is_ok())
-                        }),
+                        Piece::Linear(b) => {
+                            take = Self::copy_room(&inner, pos, take);
+                            if take == 0 {
+                                copy_waits = true;
+                                self.settle(&mut inner, pos, placed - p0, copied - c0);
+                                return used + done;
+                            }
+                            b.get(done..done + take).is_some_and(|src| {
+                                usize::try_from(mr_off)
+                                    .is_ok_and(|at| mr.pages().write(at, src).is_ok())
+                            })
+                        }
                         Piece::Page { page, offset, .. } => {
                             // CAST: `done < n <= PAGE_SIZE`.
                             let src_off = *offset + done as u32;
@@ -496,6 +505,12 @@ impl Flow {
                                 done += take;
                                 pos += take as u64;
                                 continue;
+                            }
+                            take = Self::copy_room(&inner, pos, take);
+                            if take == 0 {
+                                copy_waits = true;
+                                self.settle(&mut inner, pos, placed - p0, copied - c0);
+                                return used + done;
                             }
                             // CAST: `take <= PAGE_SIZE`.
                             usize::try_from(mr_off).is_ok_and(|at| {
@@ -513,7 +528,6 @@ impl Flow {
                     copied += take as u64;
                     done += take;
                     pos += take as u64;
-                    copied_to = Some(pos);
                     self.mark_copied(&mut inner, pos);
                 }
                 used += n;
@@ -561,14 +575,41 @@ impl Flow {
         if inner.phase != Phase::Attached {
             return;
         }
-        if let Some(to) = copied_to {
-            if to > inner.nic_cursor {
-                inner.nic_cursor = to;
+        if copy_waits {
+            // Past every byte TCP holds in order: none of them is the NIC's
+            // to write any more (those it placed are placed; the others
+            // TCP took from frames on the normal path, or a placement TCP
+            // dropped wrote them, which the copy overwrites). But not past
+            // the room posted: the NIC would start the next segment posted
+            // at its cursor, not where the driver's starts. The completion
+            // runs this again, and the copy goes on.
+            let held = stream_off(self.rx_isn, inner.rx_done, sk.rcv_nxt());
+            let want = held.min(self.posted_end(&inner));
+            if want > inner.nic_cursor {
+                inner.nic_cursor = want;
                 self.update_cursor(&mut inner);
             }
         }
         let progressed = placed + copied != 0;
         self.complete_rx(&mut inner, progressed, eof);
+    }
+
+    /// The stream offset where the room posted so far ends.
+    fn posted_end(&self, inner: &FlowInner) -> u64 {
+        match self.target {
+            RxTarget::Segments => inner.segs.last().map_or(inner.rx_done, |s| s.end()),
+            RxTarget::Ring { size, .. } => inner.ring_head + size,
+        }
+    }
+
+    /// How many of the `want` bytes at stream offset `pos` the CPU may copy
+    /// into their place now: only those below the cursor the NIC confirmed,
+    /// which it never writes again. A byte above it may still be written
+    /// by a frame placed before the NIC saw the cursor move (one TCP drops
+    /// as a duplicate: an injected one), over the copy of what TCP accepted.
+    fn copy_room(inner: &FlowInner, pos: u64, want: usize) -> usize {
+        // CAST: the minimum is at most `want`, a usize.
+        (inner.nic_confirmed.saturating_sub(pos)).min(want as u64) as usize
     }
 
     /// Records that the flow consumed up to stream offset `pos`, `placed`

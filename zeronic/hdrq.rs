@@ -50,6 +50,7 @@ use crate::{
     },
     hw::desc::{
         HdrEntry,
+        HDRF_DUP,
         HDRF_NO_PAYLOAD,
         HDRQ_ENTRY_SIZE,
         HDRQ_HDR_OFFSET, //
@@ -180,6 +181,11 @@ pub(crate) fn deliver(
     } else {
         e.len
     };
+    // A receipt carries only bytes its own packets wrote (docs/hardware.md
+    // §9, rule 1): bytes another packet wrote may be ones TCP dropped.
+    if payload != 0 && (e.flags & HDRF_DUP != 0 || e.placed != payload) {
+        return Err(EINVAL);
+    }
     let mut pos = e.stream_off;
     let end = pos.checked_add(u64::from(payload)).ok_or(EINVAL)?;
     // The NIC's stream offset agrees with the sequence number it reports.

@@ -958,13 +958,40 @@ impl Queues {
         res.map(|()| reaped)
     }
 
-    /// Receives up to `budget` frames; returns how many completions it used.
+    /// Receives up to `budget` frames and header-queue entries in the
+    /// order the NIC produced them across the two queues, as far as TCP
+    /// needs it: a frame the NIC sent to the normal queue after placing an
+    /// earlier one of its flow (a retransmission of placed bytes goes
+    /// there) must not reach TCP before that one's receipt, or TCP takes
+    /// its copy and drops the placed bytes. The NIC publishes a header
+    /// entry before any later normal completion, so every entry older than
+    /// the completions seen at the producer index read first is visible
+    /// after it: the entries go first, then the normal completions up to
+    /// that index, and only once the entries are drained. Returns how many
+    /// entries and completions it used.
     fn receive(&self, ctx: &mut NapiContext<'_>, budget: i32, r: &Regs<'_>) -> Result<i32> {
         let mut guard = self.rx.lock();
         let Some(rx) = &mut *guard else {
             return Ok(0);
         };
-        let prod = rx.rxcq.prod(r)?;
+        let rx_prod = rx.rxcq.prod(r)?;
+        let mut done = self.receive_headers(ctx, rx, budget, r)?;
+        if done < budget {
+            done += self.receive_frames(ctx, rx, budget - done, r, rx_prod)?;
+        }
+        Ok(done)
+    }
+
+    /// Receives up to `budget` frames of those completed before `prod`;
+    /// returns how many completions it used.
+    fn receive_frames(
+        &self,
+        ctx: &mut NapiContext<'_>,
+        rx: &mut RxRing,
+        budget: i32,
+        r: &Regs<'_>,
+        prod: u32,
+    ) -> Result<i32> {
         dma_mb(Read);
         let mut done = 0;
         while done < budget && rx.cons != prod {
@@ -987,11 +1014,13 @@ impl Queues {
 
     /// Delivers up to `budget` header-queue entries (`hdrq.rs`); returns how
     /// many it used.
-    fn receive_headers(&self, ctx: &mut NapiContext<'_>, budget: i32, r: &Regs<'_>) -> Result<i32> {
-        let mut guard = self.rx.lock();
-        let Some(rx) = &mut *guard else {
-            return Ok(0);
-        };
+    fn receive_headers(
+        &self,
+        ctx: &mut NapiContext<'_>,
+        rx: &mut RxRing,
+        budget: i32,
+        r: &Regs<'_>,
+    ) -> Result<i32> {
         let prod = rx.hdrq.prod(r)?;
         dma_mb(Read);
         let mut done = 0;
@@ -1136,14 +1165,11 @@ impl NapiPoller for Queues {
                 0
             }
         };
-        let mut done = if budget > 0 {
+        let done = if budget > 0 {
             q.receive(ctx, budget, &r).unwrap_or(0)
         } else {
             0
         };
-        if done < budget {
-            done += q.receive_headers(ctx, budget - done, &r).unwrap_or(0);
-        }
         if done < budget && ctx.complete_done(done) {
             // Entries that arrived while masked raise the interrupt now.
             let _ = q.mask_vectors(&r, false);
