@@ -2,8 +2,9 @@
 /*
  * What the zero-copy selftests (zc_test.c, zc_security.c) share: opening
  * /dev/zeronic, entering the two ports' network namespaces (ZN_NS_A/B, from
- * zc_test.sh), a TCP connection over the ports, and one-call wrappers of the
- * ioctls that return the errno (0 on success).
+ * zc_test.sh), a TCP connection over the ports, one-call wrappers of the
+ * ioctls that return the errno (0 on success), and forged TCP segments from
+ * a raw socket for the hostile-peer cases.
  */
 #ifndef ZC_LIB_H
 #define ZC_LIB_H
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -197,6 +199,128 @@ static inline int nic_fault(const char *cmd)
 }
 
 #ifdef __KSELFTEST_HARNESS_H
+/* Writes `n` bytes `c` to `s`; 0 if all went. */
+static inline int write_all(int s, char c, size_t n)
+{
+	char b[4096];
+
+	memset(b, c, sizeof(b));
+	while (n) {
+		ssize_t w = write(s, b, n < sizeof(b) ? n : sizeof(b));
+
+		if (w <= 0)
+			return -1;
+		n -= w;
+	}
+	return 0;
+}
+
+/* ---- frames from a raw socket, for the hostile-peer cases ---------------- */
+
+static inline __u16 zc_csum_fold(__u32 sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+static inline __u32 zc_csum_add(__u32 sum, const void *p, size_t n)
+{
+	const __u8 *b = p;
+
+	for (size_t i = 0; i + 1 < n; i += 2)
+		sum += (b[i] << 8) | b[i + 1];
+	if (n & 1)
+		sum += b[n - 1] << 8;
+	return sum;
+}
+
+#define ZC_TCP_PSH 0x08
+#define ZC_TCP_ACK 0x10
+
+/*
+ * Sends, from namespace `env` (`s`'s), a TCP segment of `len` bytes `c` at
+ * sequence `seq` on `s`'s connection, as if `s` sent it, with TCP flags
+ * `flags` and ACK number `ack` (a raw socket: TCP's window does not stop
+ * it). Without ZC_TCP_ACK, TCP drops it unread; with a valid `ack` inside
+ * the window, TCP takes it. 0 if sent.
+ */
+static inline int zc_inject(int s, const char *env, __u32 seq, __u32 ack, __u8 flags, char c,
+			    size_t len)
+{
+	struct sockaddr_in me, peer;
+	socklen_t sl = sizeof(me);
+	__u8 pkt[20 + 20 + 1024] = { 0 }, pseudo[12];
+	__u8 *ip = pkt, *tcp = pkt + 20;
+	int r, self, rs;
+	__u32 sum;
+
+	if (len > 1024 || getsockname(s, (void *)&me, &sl))
+		return -1;
+	sl = sizeof(peer);
+	if (getpeername(s, (void *)&peer, &sl))
+		return -1;
+	ip[0] = 0x45;
+	ip[8] = 64;
+	ip[9] = IPPROTO_TCP;
+	memcpy(ip + 12, &me.sin_addr, 4);
+	memcpy(ip + 16, &peer.sin_addr, 4);
+	memcpy(tcp, &me.sin_port, 2);
+	memcpy(tcp + 2, &peer.sin_port, 2);
+	seq = htonl(seq);
+	memcpy(tcp + 4, &seq, 4);
+	ack = htonl(ack);
+	memcpy(tcp + 8, &ack, 4);
+	tcp[12] = 5 << 4;
+	tcp[13] = flags;
+	tcp[14] = 0xff;
+	tcp[15] = 0xff;
+	memset(tcp + 20, c, len);
+	memcpy(pseudo, ip + 12, 8);
+	pseudo[8] = 0;
+	pseudo[9] = IPPROTO_TCP;
+	pseudo[10] = (20 + len) >> 8;
+	pseudo[11] = (20 + len) & 0xff;
+	sum = zc_csum_fold(zc_csum_add(zc_csum_add(0, pseudo, 12), tcp, 20 + len));
+	tcp[16] = sum >> 8;
+	tcp[17] = sum & 0xff;
+	self = in_ns(env);
+	if (self < 0)
+		return -1;
+	rs = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	back_ns(self);
+	if (rs < 0)
+		return -1;
+	r = sendto(rs, pkt, 40 + len, 0, (void *)&peer, sizeof(peer));
+	close(rs);
+	return r == (int)(40 + len) ? 0 : -1;
+}
+
+/*
+ * The sequence number of the next byte `s` sends, and (if `ack` is not
+ * NULL) of the next byte it expects: what its segments acknowledge (TCP
+ * repair mode; root). 0 on success.
+ */
+static inline int zc_seqs(int s, __u32 *seq, __u32 *ack)
+{
+	int on = 1, off = 0, q = TCP_SEND_QUEUE;
+	socklen_t l = sizeof(*seq);
+	int r;
+
+	if (setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &on, sizeof(on)))
+		return -1;
+	r = setsockopt(s, IPPROTO_TCP, TCP_REPAIR_QUEUE, &q, sizeof(q)) ||
+	    getsockopt(s, IPPROTO_TCP, TCP_QUEUE_SEQ, seq, &l);
+	if (!r && ack) {
+		q = TCP_RECV_QUEUE;
+		l = sizeof(*ack);
+		r = setsockopt(s, IPPROTO_TCP, TCP_REPAIR_QUEUE, &q, sizeof(q)) ||
+		    getsockopt(s, IPPROTO_TCP, TCP_QUEUE_SEQ, ack, &l);
+	}
+	setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &off, sizeof(off));
+	return r ? -1 : 0;
+}
+
 /*
  * The end of a zero-copy fixture: closes the connection's ends, the CQ's
  * mapping (if made) and the file, then checks on a fresh file that closing

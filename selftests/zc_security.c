@@ -2,7 +2,8 @@
 /*
  * The zero-copy path against a hostile user or peer (issue 32): an
  * unprivileged process in network namespaces of its own, a peer sending
- * urgent data, posted room larger than sequence numbers can say.
+ * urgent data, forged segments TCP drops, posted room larger than sequence
+ * numbers can say.
  *
  * Runs in the two-port topology, like zc_test (zc_security.sh exports
  * ZN_NS_A, ZN_NS_B and ZN_ADDR_B). Connections go from namespace a to a
@@ -55,6 +56,16 @@ FIXTURE_TEARDOWN(sec)
 	zc_close_and_check(_metadata, self->zfd, self->cli, self->srv, self->map, self->map_size,
 			   &self->base, 1);
 	munmap(self->buf, self->len);
+}
+
+/* How many of the `n` bytes at `p` are `c`. */
+static size_t count_of(const char *p, size_t n, char c)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += p[i] == c;
+	return k;
 }
 
 /* ---- an interface index is not a device (finding 1) ----------------------- */
@@ -320,6 +331,71 @@ TEST_F(sec, posted_room_beyond_2_gib_still_opens_the_window)
 	EXPECT_EQ(0, detach(self->zfd, flow));
 }
 
+/* ---- TCP is the authority over content (finding 2) ------------------------ */
+
+/*
+ * A blind injector's segment (no ACK flag: TCP drops it unread) lands in
+ * posted space where the peer's next bytes go, then the real bytes come.
+ * The NIC placed the forged bytes and, before, reported the real packet as
+ * a duplicate of bytes below its cursor: the driver built its receipt over
+ * the forged bytes, TCP accepted it, and the application received them
+ * with status 0. The real bytes must arrive.
+ */
+TEST_F(sec, bytes_of_a_segment_tcp_dropped_never_reach_the_application)
+{
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0, seq;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, 512));
+	ASSERT_EQ(0, zc_seqs(self->cli, &seq, NULL)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq, 0, ZC_TCP_PSH, 'Z', 512))
+		TH_LOG("inject: %s", strerror(errno));
+	/* Handled before the real bytes: the forged frame is on the wire first. */
+	usleep(200000);
+	ASSERT_EQ(0, write_all(self->cli, 'a', 512));
+	ASSERT_EQ(0, cq_take(self->map, &e, 10000)) TH_LOG("the 512 bytes never came");
+	EXPECT_EQ(0, e.status);
+	EXPECT_EQ(512u, e.len);
+	EXPECT_EQ(512u, count_of(self->buf, 512, 'a'))
+		TH_LOG("%zu of 512 bytes are the injector's", count_of(self->buf, 512, 'Z'));
+	/* And the flow goes on, placing again. */
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 4096, 4096));
+	ASSERT_EQ(0, write_all(self->cli, 'b', 4096));
+	ASSERT_EQ(0, cq_take(self->map, &e, 10000));
+	EXPECT_EQ(4096u, e.len);
+	EXPECT_EQ(4096u, count_of(self->buf + 4096, 4096, 'b'));
+}
+
+/*
+ * Linux keeps the first copy of bytes it queued out of order. A segment TCP
+ * takes into its out-of-order queue (bytes 100..199, as if the peer sent
+ * them: right ACK, in the window) is placed; then a forged one over the
+ * same bytes (no ACK: dropped) arrives. Before, the NIC wrote it over the
+ * queued bytes, which the application then received once the hole filled.
+ */
+TEST_F(sec, a_forged_overlap_never_changes_bytes_tcp_queued)
+{
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0, seq, ack;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, 200));
+	ASSERT_EQ(0, zc_seqs(self->cli, &seq, &ack)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq + 100, ack, ZC_TCP_ACK | ZC_TCP_PSH,
+			       'b', 100));
+	usleep(200000);
+	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq + 100, 0, ZC_TCP_PSH, 'Z', 100));
+	usleep(200000);
+	ASSERT_EQ(0, write_all(self->cli, 'a', 100));
+	ASSERT_EQ(0, cq_take(self->map, &e, 10000)) TH_LOG("the 200 bytes never came");
+	EXPECT_EQ(0, e.status);
+	EXPECT_EQ(200u, e.len);
+	EXPECT_EQ(100u, count_of(self->buf, 100, 'a'));
+	EXPECT_EQ(100u, count_of(self->buf + 100, 100, 'b'))
+		TH_LOG("%zu of the queued bytes are the forger's", count_of(self->buf + 100, 100, 'Z'));
+}
+
 /* ---- memory the NIC may still write (finding 12) -------------------------- */
 
 /*
@@ -352,6 +428,38 @@ TEST_F(sec, a_segment_the_cpu_filled_goes_back_only_after_the_nic_moved_past_it)
 	EXPECT_EQ(7u, e.len);
 	EXPECT_NE(0u, e.flags & ZERONIC_CQE_F_COPIED);
 	EXPECT_EQ(0, memcmp(self->buf, "before|", 7));
+}
+
+/*
+ * The CPU copies bytes TCP took on the normal path (here: queued before the
+ * attach) into the segment; the NIC may place into that segment until its
+ * cursor passed it. With the cursor move held at the NIC, a forged frame of
+ * those bytes arrives (TCP drops it: it already holds them). Before, the
+ * copy was made at once, the NIC placed the forged bytes over it, and the
+ * segment completed with them once the cursor moved. The copy must wait
+ * for the NIC's cursor.
+ */
+TEST_F(sec, a_copy_waits_until_the_nic_moved_past_it)
+{
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0, seq;
+
+	ASSERT_EQ(7, write(self->cli, "before|", 7));
+	usleep(300000);
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, zc_seqs(self->cli, &seq, NULL)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	ASSERT_EQ(0, nic_fault("hold")) TH_LOG("the model's fault control (ZN_WIRE)");
+	EXPECT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, 7));
+	usleep(200000);
+	EXPECT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq - 7, 0, ZC_TCP_PSH, 'Z', 7))
+		TH_LOG("inject: %s", strerror(errno));
+	usleep(200000);
+	ASSERT_EQ(0, nic_fault("thaw"));
+	ASSERT_EQ(0, cq_take(self->map, &e, 10000)) TH_LOG("the segment never completed");
+	EXPECT_EQ(0, e.status);
+	EXPECT_EQ(7u, e.len);
+	EXPECT_EQ(0, memcmp(self->buf, "before|", 7))
+		TH_LOG("the segment holds \"%.7s\": the NIC wrote over the copy", self->buf);
 }
 
 TEST_HARNESS_MAIN

@@ -140,21 +140,6 @@ static int wait_rx(int zfd, __u32 flow, __u64 off, int ms)
 	return -1;
 }
 
-static int write_all(int s, char c, size_t n)
-{
-	char b[4096];
-
-	memset(b, c, sizeof(b));
-	while (n) {
-		ssize_t w = write(s, b, n < sizeof(b) ? n : sizeof(b));
-
-		if (w <= 0)
-			return -1;
-		n -= w;
-	}
-	return 0;
-}
-
 /*
  * shutdown(SHUT_RD) on a live attached connection: the next consume sees
  * the end of the stream and completes every segment (F_EOF). From then on
@@ -370,93 +355,6 @@ static int stream_bytes(void *map, __u32 flow, __u32 bytes, int ms)
 	return 0;
 }
 
-static __u16 csum_fold(__u32 sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum;
-}
-
-static __u32 csum_add(__u32 sum, const void *p, size_t n)
-{
-	const __u8 *b = p;
-
-	for (size_t i = 0; i + 1 < n; i += 2)
-		sum += (b[i] << 8) | b[i + 1];
-	if (n & 1)
-		sum += b[n - 1] << 8;
-	return sum;
-}
-
-/*
- * Sends, from namespace b, a TCP segment of `len` bytes `c` at sequence
- * `seq` on `s`'s connection, as if `s` sent it (a raw socket: TCP's window
- * does not stop it).
- */
-static int inject(int s, __u32 seq, char c, size_t len)
-{
-	struct sockaddr_in me, peer;
-	socklen_t sl = sizeof(me);
-	__u8 pkt[20 + 20 + 256] = { 0 }, pseudo[12];
-	__u8 *ip = pkt, *tcp = pkt + 20;
-	int r, self, rs;
-	__u32 sum;
-
-	if (len > 256 || getsockname(s, (void *)&me, &sl))
-		return -1;
-	sl = sizeof(peer);
-	if (getpeername(s, (void *)&peer, &sl))
-		return -1;
-	ip[0] = 0x45;
-	ip[8] = 64;
-	ip[9] = IPPROTO_TCP;
-	memcpy(ip + 12, &me.sin_addr, 4);
-	memcpy(ip + 16, &peer.sin_addr, 4);
-	memcpy(tcp, &me.sin_port, 2);
-	memcpy(tcp + 2, &peer.sin_port, 2);
-	seq = htonl(seq);
-	memcpy(tcp + 4, &seq, 4);
-	tcp[12] = 5 << 4;
-	tcp[13] = 0x08; /* PSH, and no ACK: nothing for TCP to act on */
-	tcp[14] = 0xff;
-	tcp[15] = 0xff;
-	memset(tcp + 20, c, len);
-	memcpy(pseudo, ip + 12, 8);
-	pseudo[8] = 0;
-	pseudo[9] = IPPROTO_TCP;
-	pseudo[10] = (20 + len) >> 8;
-	pseudo[11] = (20 + len) & 0xff;
-	sum = csum_add(csum_add(0, pseudo, 12), tcp, 20 + len);
-	sum = csum_fold(sum);
-	tcp[16] = sum >> 8;
-	tcp[17] = sum & 0xff;
-	self = in_ns("ZN_NS_B");
-	if (self < 0)
-		return -1;
-	rs = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
-	back_ns(self);
-	if (rs < 0)
-		return -1;
-	r = sendto(rs, pkt, 40 + len, 0, (void *)&peer, sizeof(peer));
-	close(rs);
-	return r == (int)(40 + len) ? 0 : -1;
-}
-
-/* The sequence number of the next byte `s` sends (TCP repair mode; root). */
-static int write_seq(int s, __u32 *seq)
-{
-	int on = 1, off = 0, q = TCP_SEND_QUEUE;
-	socklen_t l = sizeof(*seq);
-	int r;
-
-	if (setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &on, sizeof(on)))
-		return -1;
-	r = setsockopt(s, IPPROTO_TCP, TCP_REPAIR_QUEUE, &q, sizeof(q)) ||
-	    getsockopt(s, IPPROTO_TCP, TCP_QUEUE_SEQ, seq, &l);
-	setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &off, sizeof(off));
-	return r ? -1 : 0;
-}
-
 /*
  * Flow A (stream mode) receives 100 bytes and is reset; flow B is attached
  * next, so the NIC may give it A's Flow Table index, and receives 200
@@ -510,10 +408,10 @@ TEST_F(td, consume_on_reset_flow_leaves_slot_alone)
 	sc.stream_off = 100;
 	ioctl(self->zfd, ZERONIC_IOC_STREAM_CONSUME, &sc);
 
-	ASSERT_EQ(0, write_seq(srv_b, &seq)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	ASSERT_EQ(0, zc_seqs(srv_b, &seq, NULL)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
 	/* Stream offset 0 of B is seq - 200. */
-	ASSERT_EQ(0, inject(srv_b, seq - 200 + RING + 10, 'Z', 50)) TH_LOG("inject: %s",
-									  strerror(errno));
+	ASSERT_EQ(0, zc_inject(srv_b, "ZN_NS_B", seq - 200 + RING + 10, 0, ZC_TCP_PSH, 'Z', 50))
+		TH_LOG("inject: %s", strerror(errno));
 	ASSERT_EQ(0, write_all(srv_b, 'y', 1));
 	ASSERT_EQ(0, stream_bytes(self->map, fb, 1, 5000)) TH_LOG("B's next byte never came");
 	for (i = 0; i < 200 && self->buf[i] == 'x'; i++)

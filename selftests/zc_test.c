@@ -641,7 +641,9 @@ TEST_F(zc, receive_window_ends_at_the_posted_room)
 			   total - first));
 	ASSERT_EQ(0, cq_take(self->map, &e, 10000));
 	EXPECT_EQ(total - first, e.len);
-	EXPECT_EQ(0, memcmp(self->buf, src, total));
+	for (i = 0; i < total && self->buf[i] == src[i]; i++)
+		;
+	EXPECT_EQ(total, i) TH_LOG("byte %zu differs (%zu bytes posted first)", i, first);
 	ASSERT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_FLOW_QUERY, &fq));
 	EXPECT_EQ(total, fq.rx_stream_off);
 	EXPECT_GE(unit, fq.rx_copied_bytes);
