@@ -118,6 +118,8 @@ impl Device {
                 }
                 Ok(0)
             }
+            // `fault refuse-posts`: as if the flow's MS List were full.
+            CMD_MS_POST if self.refuse_posts => Err(ST_NO_SPACE),
             CMD_MS_POST => {
                 let c = CmdMsPost::decode(b);
                 self.flows.post(&c, &self.mrs)

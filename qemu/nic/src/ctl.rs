@@ -1,6 +1,6 @@
 //! Control channel: a unix socket taking command lines
 //! (`wire loss=1 reorder=2 dup=1 delay=100us rate=10gbit`, `wire
-//! from=NAME:PORT loss=5`, `fault fatal|freeze|hold|thaw|status [guest=NAME]`,
+//! from=NAME:PORT loss=5`, `fault fatal|freeze|hold|refuse-posts|thaw|status [guest=NAME]`,
 //! `stats`, `help`) and answering each with text that starts with `ok` or
 //! `error:` and ends with a line holding only [`END`].
 //!
@@ -55,7 +55,7 @@ impl Scope {
     }
 }
 
-const HELP: &str = "commands:\n  wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT] [delay=DUR] [rate=RATE]\n  fault fatal|freeze|hold|thaw|status [guest=NAME]   (no guest=: every guest)\n  stats\n  prof [reset]   (where the model's time goes; reset clears it)\n  help\n";
+const HELP: &str = "commands:\n  wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT] [delay=DUR] [rate=RATE]\n  fault fatal|freeze|hold|refuse-posts|thaw|status [guest=NAME]   (no guest=: every guest)\n  stats\n  prof [reset]   (where the model's time goes; reset clears it)\n  help\n";
 
 /// What a `fault` command does to a guest's device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +68,9 @@ pub enum Fault {
     /// Hold command execution before the next `CMD_FLOW_UPDATE` (a NIC
     /// slow to move a cursor); RX, TX and everything else go on.
     Hold,
-    /// Serve it again (ends a freeze and a hold).
+    /// Refuse every segment post (`ST_NO_SPACE`).
+    RefusePosts,
+    /// Serve it again (ends a freeze, a hold and refused posts).
     Thaw,
     /// Only report the state.
     Status,
@@ -83,10 +85,11 @@ pub fn parse_fault<'a>(
         Some("fatal") => Fault::Fatal,
         Some("freeze") => Fault::Freeze,
         Some("hold") => Fault::Hold,
+        Some("refuse-posts") => Fault::RefusePosts,
         Some("thaw") => Fault::Thaw,
         Some("status") => Fault::Status,
-        Some(w) => bail!("unknown fault {w:?} (fatal, freeze, hold, thaw, status)"),
-        None => bail!("fault fatal|freeze|hold|thaw|status [guest=NAME]"),
+        Some(w) => bail!("unknown fault {w:?} (fatal, freeze, hold, refuse-posts, thaw, status)"),
+        None => bail!("fault fatal|freeze|hold|refuse-posts|thaw|status [guest=NAME]"),
     };
     let mut guest = None;
     for w in words {
@@ -139,9 +142,11 @@ fn fault(model: &Model, scope: Scope, op: Fault, guest: Option<&str>) -> Result<
             }
             Fault::Freeze => model.set_frozen(g, true),
             Fault::Hold => model.set_hold_updates(g, true),
+            Fault::RefusePosts => model.set_refuse_posts(g, true),
             Fault::Thaw => {
                 model.set_frozen(g, false);
                 model.set_hold_updates(g, false);
+                model.set_refuse_posts(g, false);
             }
             Fault::Status => {}
         }
@@ -323,6 +328,7 @@ mod tests {
     fn fault_commands_parse() {
         assert_eq!(parse("fatal").unwrap(), (Fault::Fatal, None));
         assert_eq!(parse("hold").unwrap(), (Fault::Hold, None));
+        assert_eq!(parse("refuse-posts").unwrap(), (Fault::RefusePosts, None));
         assert_eq!(parse("fatal guest=b").unwrap(), (Fault::Fatal, Some("b")));
         assert_eq!(parse("freeze guest=a").unwrap(), (Fault::Freeze, Some("a")));
         assert_eq!(parse("thaw").unwrap(), (Fault::Thaw, None));
@@ -385,7 +391,7 @@ mod tests {
         assert!(execute(&m, "fault").is_err());
         assert!(execute(&m, "help")
             .unwrap()
-            .contains("fault fatal|freeze|hold|thaw|status"));
+            .contains("fault fatal|freeze|hold|refuse-posts|thaw|status"));
     }
 
     #[test]

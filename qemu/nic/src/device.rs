@@ -117,6 +117,9 @@ pub struct Device {
     /// stop before the next `CMD_FLOW_UPDATE` (those behind it wait, in
     /// order) until `fault thaw`; everything else goes on.
     pub hold_updates: bool,
+    /// Set by `fault refuse-posts` until `fault thaw`: every `CMD_MS_POST`
+    /// fails with `ST_NO_SPACE` (a NIC that refuses a segment).
+    pub refuse_posts: bool,
     /// Scratch list of guest extents for one placement (kept to save an
     /// allocation per frame).
     pub(crate) place_ext: Vec<(u64, u64)>,
@@ -146,6 +149,7 @@ impl Device {
             attached: false,
             frozen: false,
             hold_updates: false,
+            refuse_posts: false,
         };
         d.reset();
         d

@@ -54,7 +54,7 @@ enum Cmd {
     /// Send one command to a running model's control socket.
     ///
     /// Commands: `wire [from=NAME:PORT] [loss=PCT] [reorder=PCT] [dup=PCT]
-    /// [delay=DUR] [rate=RATE]`; `fault fatal|freeze|hold|thaw|status
+    /// [delay=DUR] [rate=RATE]`; `fault fatal|freeze|hold|refuse-posts|thaw|status
     /// [guest=NAME]` (fatal: the device enters the fatal state as with a
     /// broken command queue, until reset; freeze: it stops doing anything
     /// until thaw; without guest=, every guest); `stats`; `help`.

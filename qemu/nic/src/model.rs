@@ -211,21 +211,40 @@ impl Model {
         d.hold_updates = hold;
     }
 
+    /// Makes guest `g`'s NIC refuse (`fault refuse-posts`) or take again
+    /// (`fault thaw`) segment posts.
+    pub fn set_refuse_posts(&self, g: usize, refuse: bool) {
+        let Some(guest) = self.guests.get(g) else {
+            return;
+        };
+        let mut d = lock(&guest.dev);
+        if d.refuse_posts != refuse {
+            log::warn!(
+                "guest {}: segment posts {} (fault injection)",
+                guest.name,
+                if refuse { "refused" } else { "taken again" }
+            );
+        }
+        d.refuse_posts = refuse;
+    }
+
     /// One line on guest `g`'s fault state: `guest NAME: frozen=0|1
-    /// fatal=0|1 fatal_code=N fatal_info=0xN heartbeat=N hold=0|1`.
+    /// fatal=0|1 fatal_code=N fatal_info=0xN heartbeat=N hold=0|1
+    /// refuse_posts=0|1`.
     pub fn fault_status(&self, g: usize) -> String {
         use zeronic_hw::regs::*;
         let guest = &self.guests[g];
         let d = lock(&guest.dev);
         format!(
-            "guest {}: frozen={} fatal={} fatal_code={} fatal_info={:#x} heartbeat={} hold={}",
+            "guest {}: frozen={} fatal={} fatal_code={} fatal_info={:#x} heartbeat={} hold={} refuse_posts={}",
             guest.name,
             d.frozen as u8,
             d.fatal() as u8,
             d.bar.r32(REG_FATAL_CODE),
             d.bar.r32(REG_FATAL_INFO),
             d.bar.r32(REG_HEARTBEAT),
-            d.hold_updates as u8
+            d.hold_updates as u8,
+            d.refuse_posts as u8
         )
     }
 
