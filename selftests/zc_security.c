@@ -462,4 +462,52 @@ TEST_F(sec, a_copy_waits_until_the_nic_moved_past_it)
 		TH_LOG("the segment holds \"%.7s\": the NIC wrote over the copy", self->buf);
 }
 
+/*
+ * The NIC refuses a segment post (fault refuse-posts): it then places the
+ * next segment posted where the refused one starts, the driver where it
+ * ends, and the stream lands in the wrong buffers. Before, the refusal was
+ * ignored: a segment completed with status 0 holding bytes that were not
+ * the stream's. The flow must fail with EIO instead, and no segment may
+ * complete with status 0 holding other bytes.
+ */
+TEST_F(sec, a_segment_the_nic_refuses_fails_the_flow)
+{
+	static const char fill[3] = { 'a', 'b', 'c' };
+	struct zeronic_cqe e = { 0 };
+	int event = -1, wrong = 0, i;
+	__u32 flow = 0;
+
+	memset(self->buf, 0, 3 * 4096);
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, 4096));
+	usleep(100000);
+	ASSERT_EQ(0, nic_fault("refuse-posts")) TH_LOG("the model's fault control (ZN_WIRE)");
+	EXPECT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 4096, 4096));
+	usleep(300000);
+	ASSERT_EQ(0, nic_fault("thaw"));
+	/* Refused with EPIPE once the flow failed; taken before. */
+	post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 8192, 4096);
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, write_all(self->cli, fill[i], 4096));
+	while (!cq_take(self->map, &e, 3000)) {
+		if (e.opcode == ZERONIC_CQE_FLOW) {
+			event = e.status;
+			continue;
+		}
+		if (e.opcode != ZERONIC_CQE_RECV || e.status)
+			continue;
+		/* post1()'s wr_id is the region offset + 1. */
+		i = (e.wr_id - 1) / 4096;
+		if (i > 2 || count_of(self->buf + i * 4096, e.len, fill[i]) != e.len) {
+			TH_LOG("segment %d completed with status 0 and %u bytes not the stream's",
+			       i, e.len);
+			wrong++;
+		}
+	}
+	EXPECT_EQ(EIO, event) TH_LOG("the flow did not fail with EIO (event %d)", event);
+	EXPECT_EQ(0, wrong) TH_LOG("a segment completed with status 0 holding other bytes");
+	EXPECT_NE(4096u, count_of(self->buf + 8192, 4096, 'b'))
+		TH_LOG("the refused segment's bytes landed in the next one");
+}
+
 TEST_HARNESS_MAIN

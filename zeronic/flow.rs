@@ -102,7 +102,8 @@ use crate::{
     hw::{
         cmd::{
             CmdCompletion,
-            CMD_FLOW_REMOVE, //
+            CMD_FLOW_REMOVE,
+            CMD_MS_POST, //
         },
         status,
     },
@@ -227,6 +228,9 @@ pub(crate) struct FlowInner {
     pub(crate) eof_reported: bool,
     /// The EOF or reset event was posted.
     pub(crate) event_posted: bool,
+    /// The flow failed because the NIC refused one of its segments: its
+    /// segments go back with `EIO`, not `ECONNRESET`.
+    pub(crate) failed_by_nic: bool,
     /// The NIC flow was removed (confirmed): the segments may go back.
     pub(crate) nic_removed: bool,
     /// The reset's or EOF's `CMD_FLOW_REMOVE` was submitted (it completes
@@ -374,6 +378,7 @@ impl Flow {
                     eof: false,
                     eof_reported: false,
                     event_posted: false,
+                    failed_by_nic: false,
                     nic_removed: false,
                     remove_given: false,
                     remove_wanted: false,
@@ -844,9 +849,18 @@ impl CmdDone for Flow {
         {
             let mut inner = self.inner.lock();
             match inner.awaited.remove(0) {
-                // The NIC has the room now (a failed command gives none, but
-                // the window must not stall behind it either: what arrives
-                // past real room is copied, as before the NIC had it).
+                // A segment the NIC refused: it places the next one posted
+                // where this one starts, not where the driver's starts, so
+                // its stream offsets and the driver's part ways. The flow
+                // fails (EIO) before anything lands in the wrong place.
+                Ok(Awaited::Room(_)) if c.opcode == CMD_MS_POST && c.status != status::ST_OK => {
+                    self.nic_refused(&mut inner, c.status);
+                    return;
+                }
+                // The NIC has the room now (a failed ring head move gives
+                // none, but the window must not stall behind it either:
+                // what arrives past real room is copied, as before the NIC
+                // had it).
                 Ok(Awaited::Room(edge)) => inner.nic_edge = edge,
                 // A failed move confirms nothing: the segments it would
                 // have freed wait for the flow's removal.
@@ -865,6 +879,26 @@ impl CmdDone for Flow {
 }
 
 impl Flow {
+    /// The NIC refused the flow's segment post (`status`): the flow fails
+    /// with `EIO`, as a connection that dies does (a flow event, the NIC
+    /// flow removed, then the segments back with `EIO`; posts get `EPIPE`).
+    fn nic_refused(self: &Arc<Self>, inner: &mut FlowInner, status: u16) {
+        if inner.phase != Phase::Attached {
+            return;
+        }
+        // Once per flow: it fails.
+        pr_warn!(
+            "flow {}: the NIC refused a receive segment (status {}): flow failed\n",
+            self.id,
+            status
+        );
+        inner.phase = Phase::Reset;
+        inner.failed_by_nic = true;
+        // CAST: errno values are small positive numbers.
+        self.post_event(inner, EIO.to_errno().unsigned_abs() as u16, 0);
+        self.end_nic_flow(inner);
+    }
+
     /// `CMD_FLOW_REMOVE` posted at a reset or EOF completed: the NIC places
     /// nothing any more, so the segments go back.
     fn removed(&self, c: &CmdCompletion) {
@@ -881,8 +915,9 @@ impl Flow {
     /// EOF event), after a reset with `ECONNRESET`.
     pub(crate) fn give_back_removed(&self, inner: &mut FlowInner) {
         if !inner.eof {
+            let err = if inner.failed_by_nic { EIO } else { ECONNRESET };
             // CAST: errno values are small positive numbers.
-            self.flush_segments(inner, ECONNRESET.to_errno().unsigned_abs() as u16);
+            self.flush_segments(inner, err.to_errno().unsigned_abs() as u16);
             return;
         }
         self.complete_all_segments(inner, 0, uapi::CQE_F_EOF);
