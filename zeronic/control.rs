@@ -365,20 +365,37 @@ impl Control {
     }
 
     /// Registers `flow` as the NIC's flow `hw_index`.
+    ///
+    /// # Errors
+    ///
+    /// `EIO` if the NIC named an index out of range or in use (it is
+    /// broken); `ENODEV` if the NIC's reset after an unbind took the flows
+    /// already: registered then, the flow and this `Control` would hold
+    /// each other (each keeps an `Arc` of the other) with nobody left to
+    /// fail the flow.
     pub(crate) fn add_flow(&self, hw_index: u32, flow: Arc<Flow>) -> Result {
-        let mut flows = self.flows.lock();
-        // CAST: u32 -> usize is lossless.
-        match flows.get_mut(hw_index as usize) {
-            Some(slot @ None) => {
-                if let Some(zc) = self.zc(flow.port) {
-                    zc.flows.add(1, Relaxed);
+        {
+            let mut flows = self.flows.lock();
+            // CAST: u32 -> usize is lossless.
+            match flows.get_mut(hw_index as usize) {
+                Some(slot @ None) => {
+                    if let Some(zc) = self.zc(flow.port) {
+                        zc.flows.add(1, Relaxed);
+                    }
+                    *slot = Some(flow.clone());
                 }
-                *slot = Some(flow);
-                Ok(())
+                // Out of range, or an index in use: the NIC is broken.
+                _ => return Err(EIO),
             }
-            // Out of range, or an index in use: the NIC is broken.
-            _ => Err(EIO),
         }
+        // Checked after the insertion: `quiesced()` sets the state before
+        // it takes the flows, so either it took this one (and fails it) or
+        // this sees its state.
+        if matches!(self.inner.lock().state, State::Quiesced | State::Lost) {
+            self.remove_flow(hw_index, &flow);
+            return Err(ENODEV);
+        }
+        Ok(())
     }
 
     /// Unregisters `flow` (if it is the NIC's flow `hw_index`).
