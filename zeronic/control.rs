@@ -36,7 +36,7 @@ use kernel::{
     },
     mm::pin::PinnedPages,
     net::dev::DevId,
-    new_mutex, new_spinlock_irq, pci,
+    new_condvar, new_mutex, new_spinlock_irq, pci,
     prelude::*,
     sync::{
         aref::ARef,
@@ -45,15 +45,12 @@ use kernel::{
             Relaxed, //
         },
         Arc,
+        CondVar,
         Mutex,
         SetOnce,
         SpinLockIrq, //
     },
     task::Kuid,
-    time::{
-        delay::fsleep,
-        Delta, //
-    },
 };
 
 use crate::{
@@ -294,6 +291,10 @@ pub(crate) struct Control {
     flows: SpinLockIrq<KVec<Option<Arc<Flow>>>>,
     #[pin]
     inner: Mutex<Inner>,
+    /// Notified (with [`Control::inner`]) when the unbind's reset ends the
+    /// `Unbinding` state.
+    #[pin]
+    unbound: CondVar,
 }
 
 /// State behind [`Control::inner`].
@@ -359,6 +360,7 @@ impl Control {
                     held: KVec::new(),
                     shares: KVec::new(),
                 }),
+                unbound <- new_condvar!("zeronic::control::unbound"),
             }? Error),
             GFP_KERNEL,
         )
@@ -532,6 +534,7 @@ impl Control {
             };
             (self.cmdq.take_rings(), core::mem::take(&mut inner.held))
         };
+        self.unbound.notify_all();
         // The NIC's flows are gone with its reset.
         let flows = core::mem::take(&mut *self.flows.lock());
         for flow in flows.into_iter().flatten() {
@@ -585,20 +588,15 @@ impl Control {
     /// unbound. Called by what needs the NIC's confirmation and found it
     /// unbinding: that reset is the only confirmation left.
     pub(crate) fn reset_confirmed(&self) -> bool {
-        // TIMEOUT: the unbind resets the NIC right after `shut_down` and
-        // waits at most `RESET_TIMEOUT_MS` for it; twice that, plus a
-        // second, covers the scheduling around it. Past that the reset
-        // is as good as failed.
-        let polls = (2 * crate::driver::RESET_TIMEOUT_MS + 1000) / 10;
-        for _ in 0..polls {
-            match self.inner.lock().state {
-                State::Quiesced => return true,
-                State::Lost | State::Running | State::Broken => return false,
-                State::Unbinding => {}
-            }
-            fsleep(Delta::from_millis(10));
+        let mut inner = self.inner.lock();
+        // The unbind that set `Unbinding` resets the NIC right after and
+        // ends the state with [`Control::quiesced`] whatever the reset did,
+        // within its own bounded wait for the reset: this wait is bounded
+        // by that one.
+        while inner.state == State::Unbinding {
+            self.unbound.wait(&mut inner);
         }
-        false
+        inner.state == State::Quiesced
     }
 
     /// Whether the NIC failed to confirm its unbind reset (see [`State::Lost`]).
