@@ -66,6 +66,7 @@ use crate::{
         Regs, //
     },
     queues::{
+        merge_params,
         ring_geometry,
         ring_slots,
         Queues,
@@ -330,7 +331,9 @@ impl NetDeviceOps for Port {
     }
 
     /// ZeroNIC sends whose region is registered go out as scatter-gather
-    /// merge sends (TSO by the NIC). Every other skb is copied (`queues.rs`),
+    /// merge sends (TSO by the NIC), if all of the skb's payload is the
+    /// send's (not so when TCP put bytes written before the attach in front
+    /// of a send's first ones). Every other skb is copied (`queues.rs`),
     /// fragments included: a TCP/IPv4 GSO skb of at most `MAX_TSO_FRAME`
     /// bytes as one plain TSO send the NIC segments (if it has
     /// `CAP_PLAIN_TSO`; a VLAN device's skb carries its tag out of band
@@ -344,7 +347,7 @@ impl NetDeviceOps for Port {
     ) -> Features {
         let merge = SEND_OPS
             .lookup(skb)
-            .is_some_and(|wr| wr.mr.valid.load(Relaxed));
+            .is_some_and(|wr| wr.mr.valid.load(Relaxed) && merge_params(skb, wr).is_some());
         let plain_tso = || {
             this.control.identity.caps & regs::CAP_PLAIN_TSO != 0
                 && skb.protocol() == ETH_P_IP

@@ -819,14 +819,19 @@ impl Queues {
             return Posted::Busy;
         }
         if let Some(wr) = SEND_OPS.lookup(skb) {
-            // A ZeroNIC send whose region is still registered: the NIC reads
-            // the payload by key (`flow_tx.rs`). Otherwise (region released
-            // meanwhile) `features_check` had the stack linearize it, and it
-            // is copied like any frame below.
-            if wr.mr.valid.load(Relaxed) {
-                let Some((hdr_len, mr_offset, pay)) = merge_params(skb, wr) else {
-                    return Posted::Dropped;
-                };
+            // A ZeroNIC send whose region is still registered, the skb's
+            // payload all the send's: the NIC reads it by key (`flow_tx.rs`).
+            // Otherwise (region released meanwhile; or bytes written before
+            // the attach that TCP had not sent share the skb, see
+            // `merge_params`) `features_check` kept GSO only for what is
+            // copied whole, and it is copied like any frame below.
+            let merge = wr
+                .mr
+                .valid
+                .load(Relaxed)
+                .then(|| merge_params(skb, wr))
+                .flatten();
+            if let Some((hdr_len, mr_offset, pay)) = merge {
                 return match tx.post_merge(r, skb, wr.mr.key, mr_offset, hdr_len) {
                     Ok(_) => {
                         wr.count(true, u64::from(pay));
@@ -1098,8 +1103,12 @@ impl Queues {
 
 /// For a merge send's skb: the header length, the region offset of its
 /// payload and the payload length, from its Ethernet/IPv4/TCP header; `None`
-/// if the skb is not a well-formed TCP/IPv4 frame of that send.
-fn merge_params(skb: &SkBuff, wr: &SendWr) -> Option<(u32, u64, u32)> {
+/// if the skb is not a well-formed TCP/IPv4 frame of that send, or not all
+/// of its payload is the send's: TCP appends a send's first bytes to the
+/// last skb of its write queue when that one is not sent yet and carries no
+/// other send, so bytes written before the attach may come first (the
+/// frame is then copied).
+pub(crate) fn merge_params(skb: &SkBuff, wr: &SendWr) -> Option<(u32, u64, u32)> {
     let h = skb.data();
     let ihl = usize::from(*h.get(14)? & 0xf) * 4;
     let tcp = 14 + ihl;
