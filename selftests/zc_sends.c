@@ -81,7 +81,7 @@ static int sg_set(int on)
 
 	if (!dev || !*dev)
 		return -1;
-	snprintf(cmd, sizeof(cmd), "%s%s%sethtool -K %s sg %s", ns && *ns ? "ip netns exec " : "",
+	snprintf(cmd, sizeof(cmd), "%s%s%sethtool -K %s sg %s >/dev/null", ns && *ns ? "ip netns exec " : "",
 		 ns && *ns ? ns : "", ns && *ns ? " " : "", dev, on ? "on" : "off");
 	return system(cmd);
 }
