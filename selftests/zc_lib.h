@@ -299,16 +299,20 @@ static inline int zc_inject(int s, const char *env, __u32 seq, __u32 ack, __u8 f
 /*
  * The sequence number of the next byte `s` sends, and (if `ack` is not
  * NULL) of the next byte it expects: what its segments acknowledge (TCP
- * repair mode; root). 0 on success.
+ * repair mode; root). Leaving repair mode clears the socket's
+ * SO_REUSEADDR, which is put back: else its TIME_WAIT would keep the next
+ * listener off its port. 0 on success.
  */
 static inline int zc_seqs(int s, __u32 *seq, __u32 *ack)
 {
-	int on = 1, off = 0, q = TCP_SEND_QUEUE;
-	socklen_t l = sizeof(*seq);
+	int on = 1, off = 0, q = TCP_SEND_QUEUE, reuse = 0;
+	socklen_t l = sizeof(reuse);
 	int r;
 
-	if (setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &on, sizeof(on)))
+	if (getsockopt(s, SOL_SOCKET, SO_REUSEADDR, &reuse, &l) ||
+	    setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &on, sizeof(on)))
 		return -1;
+	l = sizeof(*seq);
 	r = setsockopt(s, IPPROTO_TCP, TCP_REPAIR_QUEUE, &q, sizeof(q)) ||
 	    getsockopt(s, IPPROTO_TCP, TCP_QUEUE_SEQ, seq, &l);
 	if (!r && ack) {
@@ -318,6 +322,8 @@ static inline int zc_seqs(int s, __u32 *seq, __u32 *ack)
 		    getsockopt(s, IPPROTO_TCP, TCP_QUEUE_SEQ, ack, &l);
 	}
 	setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &off, sizeof(off));
+	if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse)))
+		r = -1;
 	return r ? -1 : 0;
 }
 

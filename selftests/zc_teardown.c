@@ -213,6 +213,7 @@ TEST_F(td, eof_stops_placement)
 TEST_F(td, reconnect_after_fin)
 {
 	struct sockaddr_in b = { .sin_family = AF_INET, .sin_port = htons(PORT2) };
+	struct sockaddr_in any = { .sin_family = AF_INET };
 	struct sockaddr_in la;
 	struct zeronic_cqe e;
 	char rd[4096];
@@ -233,6 +234,14 @@ TEST_F(td, reconnect_after_fin)
 
 		c1 = sock_in("ZN_NS_A", SOCK_STREAM);
 		ASSERT_LE(0, c1);
+		/*
+		 * A port of its own, kept (bound, not picked by connect) and
+		 * shared only with c2: connect() may pick a port an earlier
+		 * test's TIME_WAIT to another address holds without
+		 * SO_REUSEADDR, which c2's bind could then not share.
+		 */
+		setsockopt(c1, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		ASSERT_EQ(0, bind(c1, (void *)&any, sizeof(any)));
 		ASSERT_EQ(0, connect(c1, (void *)&b, sizeof(b)));
 		s1 = accept(l, NULL, NULL);
 		ASSERT_LE(0, s1);
