@@ -72,17 +72,21 @@ static inline int sock_in(const char *env, int type)
 	return s;
 }
 
-/* A TCP connection over the ZeroNIC ports: *cli in a, *srv in b. */
+/*
+ * A TCP connection over the ZeroNIC ports: *cli in a, *srv in b, to a
+ * listener on a port of the kernel's choosing (a fixed one may still be
+ * held by an earlier case's TIME_WAIT).
+ */
 static inline int connect_pair(int *cli, int *srv)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT) };
-	int l = sock_in("ZN_NS_B", SOCK_STREAM), one = 1;
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int l = sock_in("ZN_NS_B", SOCK_STREAM);
+	socklen_t sl = sizeof(a);
 
 	*cli = *srv = -1;
 	if (l < 0 || !getenv("ZN_ADDR_B"))
 		return -1;
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(l, (void *)&a, sizeof(a)) || listen(l, 4))
+	if (bind(l, (void *)&a, sizeof(a)) || listen(l, 4) || getsockname(l, (void *)&a, &sl))
 		goto fail;
 	inet_pton(AF_INET, getenv("ZN_ADDR_B"), &a.sin_addr);
 	*cli = sock_in("ZN_NS_A", SOCK_STREAM);

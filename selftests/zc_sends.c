@@ -97,35 +97,6 @@ FIXTURE_TEARDOWN(sends)
 	free(self->got);
 }
 
-/*
- * connect_pair() on a port of the kernel's choosing: zc_teardown, just
- * before in the suite, leaves a socket on PORT in namespace b that
- * SO_REUSEADDR does not get past (TCP_REPAIR turned off clears sk_reuse)
- * for as long as its TIME_WAIT lasts.
- */
-static int connect_any(int *cli, int *srv)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int l = sock_in("ZN_NS_B", SOCK_STREAM);
-	socklen_t sl = sizeof(a);
-
-	*cli = *srv = -1;
-	if (l < 0 || !getenv("ZN_ADDR_B"))
-		return -1;
-	if (bind(l, (void *)&a, sizeof(a)) || listen(l, 4) || getsockname(l, (void *)&a, &sl))
-		goto fail;
-	inet_pton(AF_INET, getenv("ZN_ADDR_B"), &a.sin_addr);
-	*cli = sock_in("ZN_NS_A", SOCK_STREAM);
-	if (*cli < 0 || connect(*cli, (void *)&a, sizeof(a)))
-		goto fail;
-	*srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-	close(l);
-	return *srv < 0 ? -1 : 0;
-fail:
-	close(l);
-	return -1;
-}
-
 static long ms_now(void)
 {
 	struct timespec t;
@@ -192,7 +163,7 @@ TEST_F_TIMEOUT(sends, unsent_plain_data_before_attach, 60)
 	__u32 flow = 0;
 	char *want;
 
-	ASSERT_EQ(0, connect_any(&self->cli, &self->srv)) TH_LOG("connect: %s", strerror(errno));
+	ASSERT_EQ(0, connect_pair(&self->cli, &self->srv)) TH_LOG("connect: %s", strerror(errno));
 	/* Room for all the plain bytes in the send buffer: write() returns. */
 	ASSERT_EQ(0, setsockopt(self->cli, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)));
 	want = malloc(total);
@@ -243,7 +214,7 @@ TEST_F_TIMEOUT(sends, sends_without_scatter_gather, 60)
 	ASSERT_EQ(0, sg_set(0));
 	self->sg_off = 1;
 	/* Connected after: the socket's route has no scatter-gather. */
-	ASSERT_EQ(0, connect_any(&self->cli, &self->srv)) TH_LOG("connect: %s", strerror(errno));
+	ASSERT_EQ(0, connect_pair(&self->cli, &self->srv)) TH_LOG("connect: %s", strerror(errno));
 	/* TCP takes all the sends at once: their bytes wait in its queue. */
 	ASSERT_EQ(0, setsockopt(self->cli, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)));
 	ASSERT_EQ(0, attach(self->zfd, self->cli, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
