@@ -367,6 +367,35 @@ TEST_F(sec, bytes_of_a_segment_tcp_dropped_never_reach_the_application)
 	EXPECT_EQ(4096u, count_of(self->buf + 4096, 4096, 'b'));
 }
 
+/* The same in a stream flow: the ring must hold the real bytes. */
+TEST_F(sec, bytes_of_a_segment_tcp_dropped_never_reach_a_stream_ring)
+{
+	struct zeronic_stream_consume sc = { 0 };
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0, seq, got = 0;
+
+	memset(self->buf, 0, 4096);
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_STREAM, self->key, 4096,
+			    &flow));
+	ASSERT_EQ(0, zc_seqs(self->cli, &seq, NULL)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq, 0, ZC_TCP_PSH, 'Z', 512))
+		TH_LOG("inject: %s", strerror(errno));
+	usleep(200000);
+	ASSERT_EQ(0, write_all(self->cli, 'a', 512));
+	while (got < 512) {
+		ASSERT_EQ(0, cq_take(self->map, &e, 10000)) TH_LOG("%u of 512 bytes came", got);
+		ASSERT_EQ(ZERONIC_CQE_STREAM_DATA, e.opcode);
+		EXPECT_EQ(0, e.status);
+		got += e.len;
+	}
+	EXPECT_EQ(512u, got);
+	EXPECT_EQ(512u, count_of(self->buf, 512, 'a'))
+		TH_LOG("%zu of 512 bytes are the injector's", count_of(self->buf, 512, 'Z'));
+	sc.flow = flow;
+	sc.stream_off = got;
+	EXPECT_EQ(0, ioctl(self->zfd, ZERONIC_IOC_STREAM_CONSUME, &sc));
+}
+
 /*
  * Linux keeps the first copy of bytes it queued out of order. A segment TCP
  * takes into its out-of-order queue (bytes 100..199, as if the peer sent
