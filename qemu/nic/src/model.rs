@@ -174,58 +174,53 @@ impl Model {
         self.guests.iter().position(|g| g.name == name)
     }
 
-    /// Stops (`fault freeze`) or resumes (`fault thaw`) serving guest `g`'s
-    /// device. A scan in progress completes first, so once this returns a
-    /// frozen device does no DMA and raises no interrupt. On thaw the next
-    /// scan acts on whatever the registers say (a pending reset included).
-    pub fn set_frozen(&self, g: usize, frozen: bool) {
+    /// Sets one of guest `g`'s fault flags (`flag` picks it) to `on`,
+    /// logging a change as `what` then `words[on]`. A scan in progress
+    /// completes first.
+    fn set_fault(
+        &self,
+        g: usize,
+        on: bool,
+        flag: fn(&mut Device) -> &mut bool,
+        what: &str,
+        words: [&str; 2],
+    ) {
         let Some(guest) = self.guests.get(g) else {
             return;
         };
         let _scan = lock(&guest.scan);
         let mut d = lock(&guest.dev);
-        if d.frozen != frozen {
+        let f = flag(&mut d);
+        if *f != on {
             log::warn!(
-                "guest {}: device {} (fault injection)",
+                "guest {}: {what} {} (fault injection)",
                 guest.name,
-                if frozen { "frozen" } else { "thawed" }
+                words[on as usize]
             );
         }
-        d.frozen = frozen;
+        *f = on;
+    }
+
+    /// Stops (`fault freeze`) or resumes (`fault thaw`) serving guest `g`'s
+    /// device. A scan in progress completes first, so once this returns a
+    /// frozen device does no DMA and raises no interrupt. On thaw the next
+    /// scan acts on whatever the registers say (a pending reset included).
+    pub fn set_frozen(&self, g: usize, frozen: bool) {
+        self.set_fault(g, frozen, |d| &mut d.frozen, "device", ["thawed", "frozen"]);
     }
 
     /// Holds (`fault hold`) or lets go (`fault thaw`) guest `g`'s
     /// command execution before its next `CMD_FLOW_UPDATE`.
     pub fn set_hold_updates(&self, g: usize, hold: bool) {
-        let Some(guest) = self.guests.get(g) else {
-            return;
-        };
-        let mut d = lock(&guest.dev);
-        if d.hold_updates != hold {
-            log::warn!(
-                "guest {}: cursor moves {} (fault injection)",
-                guest.name,
-                if hold { "held" } else { "let go" }
-            );
-        }
-        d.hold_updates = hold;
+        let words = ["let go", "held"];
+        self.set_fault(g, hold, |d| &mut d.hold_updates, "cursor moves", words);
     }
 
     /// Makes guest `g`'s NIC refuse (`fault refuse-posts`) or take again
     /// (`fault thaw`) segment posts.
     pub fn set_refuse_posts(&self, g: usize, refuse: bool) {
-        let Some(guest) = self.guests.get(g) else {
-            return;
-        };
-        let mut d = lock(&guest.dev);
-        if d.refuse_posts != refuse {
-            log::warn!(
-                "guest {}: segment posts {} (fault injection)",
-                guest.name,
-                if refuse { "refused" } else { "taken again" }
-            );
-        }
-        d.refuse_posts = refuse;
+        let words = ["taken again", "refused"];
+        self.set_fault(g, refuse, |d| &mut d.refuse_posts, "segment posts", words);
     }
 
     /// One line on guest `g`'s fault state: `guest NAME: frozen=0|1
