@@ -602,7 +602,7 @@ impl Flow {
     /// The stream offset where the room posted so far ends.
     fn posted_end(&self, inner: &FlowInner) -> u64 {
         match self.target {
-            RxTarget::Segments => inner.segs.last().map_or(inner.rx_done, |s| s.end()),
+            RxTarget::Segments => inner.posted_end,
             RxTarget::Ring { size, .. } => inner.ring_head + size,
         }
     }
