@@ -32,19 +32,8 @@ FIXTURE(docs)
 
 FIXTURE_SETUP(docs)
 {
-	self->zfd = zopen();
-	ASSERT_LE(0, self->zfd);
-	ASSERT_EQ(0, query(self->zfd, &self->base));
-	ASSERT_EQ(0, connect_pair(&self->cli, &self->srv))
-		TH_LOG("no TCP connection over the ZeroNIC ports (ZN_NS_A/B, ZN_ADDR_B): %s",
-		       strerror(errno));
 	/* The smallest CQ: 2 entries for a flow's events, 6 for requests. */
-	ASSERT_EQ(0, cq_create(self->zfd, ZERONIC_CQ_MIN_ENTRIES, -1, &self->cq, &self->map,
-			       &self->map_size));
-	self->len = 1 << 16;
-	self->buf = mmap(NULL, self->len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	ASSERT_NE(MAP_FAILED, self->buf);
+	ZC_FIXTURE_OPEN(1, ZERONIC_CQ_MIN_ENTRIES, 1 << 16);
 	ASSERT_EQ(0, reg(self->zfd, self->buf, self->len,
 			 ZERONIC_ACCESS_LOCAL_READ | ZERONIC_ACCESS_LOCAL_WRITE, &self->key));
 }
@@ -52,9 +41,7 @@ FIXTURE_SETUP(docs)
 FIXTURE_TEARDOWN(docs)
 {
 	/* Whatever the test did, closing gives every flow, region and pin back. */
-	zc_close_and_check(_metadata, self->zfd, self->cli, self->srv, self->map, self->map_size,
-			   &self->base, 1);
-	munmap(self->buf, self->len);
+	ZC_FIXTURE_CLOSE(1);
 }
 
 /* ---- CQ_CREATE: EBADF for a descriptor that is not an eventfd ------------ */

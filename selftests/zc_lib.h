@@ -332,6 +332,44 @@ static inline int zc_seqs(int s, __u32 *seq, __u32 *ack)
 }
 
 /*
+ * The start of a zero-copy fixture, in FIXTURE_SETUP (`self` has the
+ * fields zfd, base, cli, srv, cq, map, map_size, buf and len): the file,
+ * the NIC-wide query to compare with at the end, with `pair` a connection
+ * over the ports (else cli and srv are -1), a CQ of `entries` mapped, and
+ * `buf_len` bytes of populated anonymous memory at buf. Registering it is
+ * the fixture's own (the keys and their access differ).
+ */
+#define ZC_FIXTURE_OPEN(pair, entries, buf_len)                                                \
+	do {                                                                                   \
+		self->cli = self->srv = -1;                                                    \
+		self->zfd = zopen();                                                           \
+		ASSERT_LE(0, self->zfd);                                                       \
+		ASSERT_EQ(0, query(self->zfd, &self->base));                                   \
+		if (pair)                                                                      \
+			ASSERT_EQ(0, connect_pair(&self->cli, &self->srv))                     \
+				TH_LOG("no TCP connection over the ZeroNIC ports "             \
+				       "(ZN_NS_A/B, ZN_ADDR_B): %s", strerror(errno));         \
+		ASSERT_EQ(0, cq_create(self->zfd, (entries), -1, &self->cq, &self->map,        \
+				       &self->map_size));                                      \
+		self->len = (buf_len);                                                         \
+		self->buf = mmap(NULL, self->len, PROT_READ | PROT_WRITE,                      \
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);           \
+		ASSERT_NE(MAP_FAILED, self->buf);                                              \
+	} while (0)
+
+/*
+ * The end of a fixture ZC_FIXTURE_OPEN started, in FIXTURE_TEARDOWN:
+ * zc_close_and_check() (`pins`: pinned pages checked too), then the
+ * memory.
+ */
+#define ZC_FIXTURE_CLOSE(pins)                                                                 \
+	do {                                                                                   \
+		zc_close_and_check(_metadata, self->zfd, self->cli, self->srv, self->map,      \
+				   self->map_size, &self->base, (pins));                       \
+		munmap(self->buf, self->len);                                                  \
+	} while (0)
+
+/*
  * The end of a zero-copy fixture: closes the connection's ends, the CQ's
  * mapping (if made) and the file, then checks on a fresh file that closing
  * gave every flow and region back, and with `pins` every pinned page

@@ -56,16 +56,8 @@ FIXTURE(sends)
 
 FIXTURE_SETUP(sends)
 {
-	self->cli = self->srv = -1;
 	self->sg_off = 0;
-	self->zfd = zopen();
-	ASSERT_LE(0, self->zfd);
-	ASSERT_EQ(0, query(self->zfd, &self->base));
-	ASSERT_EQ(0, cq_create(self->zfd, 64, -1, &self->cq, &self->map, &self->map_size));
-	self->len = 1 << 20;
-	self->buf = mmap(NULL, self->len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	ASSERT_NE(MAP_FAILED, self->buf);
+	ZC_FIXTURE_OPEN(0, 64, 1 << 20);
 	/* Not periodic within a send, nor like the plain bytes. */
 	for (size_t i = 0; i < self->len; i++)
 		self->buf[i] = (char)(i * 7 + (i >> 9) + 1);
@@ -89,11 +81,9 @@ static int sg_set(int on)
 
 FIXTURE_TEARDOWN(sends)
 {
-	zc_close_and_check(_metadata, self->zfd, self->cli, self->srv, self->map, self->map_size,
-			   &self->base, 0);
+	ZC_FIXTURE_CLOSE(0);
 	if (self->sg_off)
 		EXPECT_EQ(0, sg_set(1));
-	munmap(self->buf, self->len);
 	free(self->got);
 }
 

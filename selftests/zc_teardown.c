@@ -57,15 +57,7 @@ FIXTURE(td)
 
 FIXTURE_SETUP(td)
 {
-	self->cli = self->srv = -1;
-	self->zfd = zopen();
-	ASSERT_LE(0, self->zfd);
-	ASSERT_EQ(0, query(self->zfd, &self->base));
-	ASSERT_EQ(0, cq_create(self->zfd, 64, -1, &self->cq, &self->map, &self->map_size));
-	self->len = 4 << 20;
-	self->buf = mmap(NULL, self->len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	ASSERT_NE(MAP_FAILED, self->buf);
+	ZC_FIXTURE_OPEN(0, 64, 4 << 20);
 	self->snap = malloc(self->len);
 	ASSERT_NE(NULL, self->snap);
 	ASSERT_EQ(0, reg(self->zfd, self->buf, self->len,
@@ -76,9 +68,7 @@ FIXTURE_SETUP(td)
 
 FIXTURE_TEARDOWN(td)
 {
-	zc_close_and_check(_metadata, self->zfd, self->cli, self->srv, self->map, self->map_size,
-			   &self->base, 0);
-	munmap(self->buf, self->len);
+	ZC_FIXTURE_CLOSE(0);
 	free(self->snap);
 }
 
