@@ -239,6 +239,8 @@ static inline __u32 zc_csum_add(__u32 sum, const void *p, size_t n)
 	return sum;
 }
 
+#define ZC_TCP_SYN 0x02
+#define ZC_TCP_RST 0x04
 #define ZC_TCP_PSH 0x08
 #define ZC_TCP_ACK 0x10
 
@@ -328,6 +330,30 @@ static inline int zc_seqs(int s, __u32 *seq, __u32 *ack)
 	setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &off, sizeof(off));
 	if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse)))
 		r = -1;
+	return r ? -1 : 0;
+}
+
+/*
+ * The receive window the peer of `s` last advertised to it, in bytes
+ * (TCP repair mode; root; SO_REUSEADDR kept as zc_seqs() keeps it).
+ * 0 on success.
+ */
+static inline int zc_peer_window(int s, __u32 *wnd)
+{
+	struct tcp_repair_window w;
+	int on = 1, off = 0, reuse = 0;
+	socklen_t l = sizeof(reuse);
+	int r;
+
+	if (getsockopt(s, SOL_SOCKET, SO_REUSEADDR, &reuse, &l) ||
+	    setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &on, sizeof(on)))
+		return -1;
+	l = sizeof(w);
+	r = getsockopt(s, IPPROTO_TCP, TCP_REPAIR_WINDOW, &w, &l);
+	setsockopt(s, IPPROTO_TCP, TCP_REPAIR, &off, sizeof(off));
+	if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse)))
+		r = -1;
+	*wnd = w.snd_wnd;
 	return r ? -1 : 0;
 }
 

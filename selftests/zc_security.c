@@ -103,6 +103,13 @@ enum { SAW_ENODEV = 0, ATTACHED = 100, SETUP_FAILED = 101 };
 #define EVIL_PORT 6099
 
 /*
+ * Added to the ACK number a client sends: acknowledges bytes the server
+ * never sent, so TCP drops the segment (its payload too), while the NIC,
+ * which checks flags and the window, not ACK numbers, places it.
+ */
+#define UNSENT (1u << 30)
+
+/*
  * The listener's end: a network namespace of the attacker's own (nested in
  * its user namespace), which the attacker moves its veth's other end into.
  */
@@ -332,12 +339,13 @@ TEST_F(sec, posted_room_beyond_2_gib_still_opens_the_window)
 TEST_F(sec, bytes_of_a_segment_tcp_dropped_never_reach_the_application)
 {
 	struct zeronic_cqe e = { 0 };
-	__u32 flow = 0, seq;
+	__u32 flow = 0, seq, ack;
 
 	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
 	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, 512));
-	ASSERT_EQ(0, zc_seqs(self->cli, &seq, NULL)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
-	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq, 0, ZC_TCP_PSH, 'Z', 512))
+	ASSERT_EQ(0, zc_seqs(self->cli, &seq, &ack)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq, ack + UNSENT, ZC_TCP_ACK | ZC_TCP_PSH,
+			       'Z', 512))
 		TH_LOG("inject: %s", strerror(errno));
 	/* Handled before the real bytes: the forged frame is on the wire first. */
 	usleep(200000);
@@ -360,13 +368,14 @@ TEST_F(sec, bytes_of_a_segment_tcp_dropped_never_reach_a_stream_ring)
 {
 	struct zeronic_stream_consume sc = { 0 };
 	struct zeronic_cqe e = { 0 };
-	__u32 flow = 0, seq, got = 0;
+	__u32 flow = 0, seq, ack, got = 0;
 
 	memset(self->buf, 0, 4096);
 	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_STREAM, self->key, 4096,
 			    &flow));
-	ASSERT_EQ(0, zc_seqs(self->cli, &seq, NULL)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
-	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq, 0, ZC_TCP_PSH, 'Z', 512))
+	ASSERT_EQ(0, zc_seqs(self->cli, &seq, &ack)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq, ack + UNSENT, ZC_TCP_ACK | ZC_TCP_PSH,
+			       'Z', 512))
 		TH_LOG("inject: %s", strerror(errno));
 	usleep(200000);
 	ASSERT_EQ(0, write_all(self->cli, 'a', 512));
@@ -402,7 +411,8 @@ TEST_F(sec, a_forged_overlap_never_changes_bytes_tcp_queued)
 	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq + 100, ack, ZC_TCP_ACK | ZC_TCP_PSH,
 			       'b', 100));
 	usleep(200000);
-	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq + 100, 0, ZC_TCP_PSH, 'Z', 100));
+	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq + 100, ack + UNSENT,
+			       ZC_TCP_ACK | ZC_TCP_PSH, 'Z', 100));
 	usleep(200000);
 	ASSERT_EQ(0, write_all(self->cli, 'a', 100));
 	ASSERT_EQ(0, cq_take(self->map, &e, 10000)) TH_LOG("the 200 bytes never came");
@@ -525,6 +535,77 @@ TEST_F(sec, a_segment_the_nic_refuses_fails_the_flow)
 	EXPECT_EQ(0, wrong) TH_LOG("a segment completed with status 0 holding other bytes");
 	EXPECT_NE(4096u, count_of(self->buf + 8192, 4096, 'b'))
 		TH_LOG("the refused segment's bytes landed in the next one");
+}
+
+/*
+ * The NIC places nothing past the window TCP offered, which TCP would drop
+ * (RFC 9293 3.10.7.4). Room is posted far past that window; a segment after
+ * it, with a right ACK, must not be written. Before, the NIC placed any
+ * segment inside posted room.
+ */
+TEST_F(sec, a_segment_past_the_offered_window_is_never_placed)
+{
+	const size_t room = 4 << 20;
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0, seq, ack, wnd;
+	size_t at, got = 0;
+	int i;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, (size_t)i << 20,
+				   1 << 20));
+	/* Any window update the room brought reaches the client. */
+	usleep(200000);
+	ASSERT_EQ(0, zc_seqs(self->cli, &seq, &ack)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	ASSERT_EQ(0, zc_peer_window(self->cli, &wnd)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	at = (size_t)wnd + 65536;
+	ASSERT_GT(room - 512, at) TH_LOG("window %u: no posted room past it", wnd);
+	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq + at, ack, ZC_TCP_ACK | ZC_TCP_PSH, 'Z',
+			       512))
+		TH_LOG("inject: %s", strerror(errno));
+	usleep(200000);
+	EXPECT_EQ(0u, count_of(self->buf + at, 512, 'Z'))
+		TH_LOG("the NIC wrote bytes %zu.. past the %u-byte window", at, wnd);
+	/* The stream goes on over that room, every byte the peer's. */
+	ASSERT_EQ(0, write_all(self->cli, 'a', room));
+	while (got < room) {
+		ASSERT_EQ(0, cq_take(self->map, &e, 20000)) TH_LOG("%zu of %zu bytes came", got, room);
+		EXPECT_EQ(0, e.status);
+		got += e.len;
+	}
+	EXPECT_EQ(room, count_of(self->buf, room, 'a'));
+}
+
+/*
+ * Nor payload TCP discards for the segment's flags: without ACK, with SYN,
+ * with RST (RFC 9293 3.10.7.4; Linux drops all three). A SYN would draw a
+ * challenge ACK and an RST at the right sequence number would reset the
+ * connection, so those two are sent one byte ahead (still in the window,
+ * where TCP only acknowledges or challenges them).
+ */
+TEST_F(sec, payload_tcp_discards_for_its_flags_is_never_placed)
+{
+	static const __u8 flags[] = { ZC_TCP_PSH, ZC_TCP_SYN | ZC_TCP_ACK, ZC_TCP_RST | ZC_TCP_ACK };
+	struct zeronic_cqe e = { 0 };
+	__u32 flow = 0, seq, ack;
+	size_t i;
+
+	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
+	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, 4096));
+	ASSERT_EQ(0, zc_seqs(self->cli, &seq, &ack)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
+	for (i = 0; i < sizeof(flags); i++)
+		ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq + 1024 + 1024 * i, ack, flags[i],
+				       'Z', 512))
+			TH_LOG("inject: %s", strerror(errno));
+	usleep(200000);
+	EXPECT_EQ(0u, count_of(self->buf, 4096, 'Z'))
+		TH_LOG("the NIC wrote %zu bytes TCP discarded", count_of(self->buf, 4096, 'Z'));
+	ASSERT_EQ(0, write_all(self->cli, 'a', 4096));
+	ASSERT_EQ(0, cq_take(self->map, &e, 10000)) TH_LOG("the 4096 bytes never came");
+	EXPECT_EQ(0, e.status);
+	EXPECT_EQ(4096u, e.len);
+	EXPECT_EQ(4096u, count_of(self->buf, 4096, 'a'));
 }
 
 TEST_HARNESS_MAIN

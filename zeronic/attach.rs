@@ -64,7 +64,9 @@ use crate::{
             CmdFlow,
             CMD_FLOW_INSTALL,
             CMD_FLOW_REMOVE,
+            CMD_FLOW_UPDATE,
             CMD_NOP,
+            FLOWU_EDGE,
             FLOW_RX_RING,
             FLOW_RX_SEGMENTS,
             IPPROTO_TCP, //
@@ -226,8 +228,15 @@ impl Ulp for ZnUlp {
             // CAST: checked to fit u32 by the ioctl.
             ring_size: ring_size as u32,
             stream_off: 0,
+            // The NIC reads each window TCP offers from the ACKs sent.
+            rx_wscale: u16::from(sk.rcv_wscale()),
             ..Default::default()
         };
+        // And the window offered so far, which no ACK may repeat before the
+        // peer sends into it. Its edge is at or past `copied_seq`; a window
+        // TCP took back (the peer sent past it) reads as negative: 0.
+        // CAST: sequence numbers wrap; the difference is the point.
+        let edge = (sk.rcv_wnd_end().wrapping_sub(rx_isn) as i32).max(0) as u64;
         // The CQ entries of the flow's events: the work, checked after the
         // socket, its route and the ring (`docs/uapi.md`, the order of
         // FLOW_ATTACH's checks), so EAGAIN never hides why a socket cannot
@@ -242,7 +251,28 @@ impl Ulp for ZnUlp {
                 if done.status != status::ST_OK {
                     return Err(install_errno(done.status));
                 }
-                u32::try_from(done.result).map_err(|_| EIO)
+                let hw_index = u32::try_from(done.result).map_err(|_| EIO)?;
+                let update = CmdFlow {
+                    opcode: CMD_FLOW_UPDATE,
+                    flags: FLOWU_EDGE,
+                    flow: hw_index,
+                    stream_off: edge,
+                    ..Default::default()
+                };
+                // Before any room is posted, so nothing is placed without it.
+                let edge_set = cmds
+                    .exec(update.encode())
+                    .is_ok_and(|d| d.status == status::ST_OK);
+                Ok((hw_index, edge_set))
+            })
+            .and_then(|(hw_index, edge_set)| {
+                if edge_set {
+                    return Ok(hw_index);
+                }
+                // A NIC that refuses a valid edge is broken: give the flow
+                // back rather than leave it unable to place.
+                remove_nic_flow(&ctl, hw_index);
+                Err(EIO)
             })
             .map_err(|e| {
                 cq.unreserve(EVENT_CREDITS);

@@ -28,7 +28,7 @@ use crate::{
 };
 
 /// `(ethtool name, PSTAT_* slot)` of every counter shown.
-const STATS: [(&CStr, usize); 27] = [
+const STATS: [(&CStr, usize); 28] = [
     (c"hw_tx_frames", regs::PSTAT_TX_FRAMES),
     (c"hw_tx_bytes", regs::PSTAT_TX_BYTES),
     (c"hw_tx_errors", regs::PSTAT_TX_ERRORS),
@@ -47,6 +47,7 @@ const STATS: [(&CStr, usize); 27] = [
     (c"hw_rx_dup_frames", regs::PSTAT_RX_DUP_FRAMES),
     (c"hw_rx_ooo_frames", regs::PSTAT_RX_OOO_FRAMES),
     (c"hw_rx_ooo_full", regs::PSTAT_RX_OOO_FULL),
+    (c"hw_rx_unacceptable", regs::PSTAT_RX_UNACCEPTABLE),
     (c"hw_rx_fallback", regs::PSTAT_RX_FALLBACK),
     (c"hw_rx_csum_err", regs::PSTAT_RX_CSUM_ERR),
     (c"hw_rx_no_buf", regs::PSTAT_RX_NO_BUF),

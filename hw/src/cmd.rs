@@ -122,6 +122,13 @@ pub const FLOWU_RING_HEAD: u16 = 1 << 0;
 /// out-of-order ranges contiguous with the new cursor are absorbed; the
 /// completion's result is the cursor after the update.
 pub const FLOWU_CURSOR: u16 = 1 << 1;
+/// CMD_FLOW_UPDATE flag, alone: raise the receive window edge to
+/// `stream_off` (a lower value leaves it): the NIC places no byte at or past
+/// it. The driver gives the edge TCP advertised before the flow was
+/// installed; later edges the NIC reads from the ACKs the host sends.
+pub const FLOWU_EDGE: u16 = 1 << 2;
+/// Largest `rx_wscale` (RFC 7323).
+pub const FLOW_MAX_WSCALE: u16 = 14;
 
 /// IP protocol number of TCP, the only offloadable protocol.
 pub const IPPROTO_TCP: u16 = 6;
@@ -158,14 +165,16 @@ le_struct! {
         /// INSTALL with FLOW_RX_RING: ring start inside the MR.
         pub ring_offset: u64,
         /// INSTALL with FLOW_RX_RING: window head (= initial cursor).
-        /// UPDATE: new ring head (FLOWU_RING_HEAD) or cursor (FLOWU_CURSOR).
+        /// UPDATE: new ring head (FLOWU_RING_HEAD), cursor (FLOWU_CURSOR) or
+        /// receive window edge (FLOWU_EDGE).
         pub stream_off: u64,
         /// INSTALL with FLOW_RX_RING: ring bytes (nonzero).
         pub ring_size: u32,
         /// INSTALL: `FLOW_RX_*`.
         pub mode: u16,
-        /// Reserved, 0.
-        pub rsvd0: u16,
+        /// INSTALL: the shift of the receive window in the ACKs the host
+        /// sends (0 to `FLOW_MAX_WSCALE`).
+        pub rx_wscale: u16,
     }
 }
 

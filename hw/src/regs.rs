@@ -360,3 +360,7 @@ pub const PSTAT_RX_OOO_FRAMES: usize = 25;
 /// Offloaded-flow frames not placed: they would have needed more than
 /// FLOW_MAX_OOO out-of-order ranges (delivered by the normal path).
 pub const PSTAT_RX_OOO_FULL: usize = 26;
+/// Offloaded-flow frames not placed: TCP would refuse their payload (past
+/// the receive window the host advertised, or without ACK, or with SYN or
+/// RST) (delivered by the normal path).
+pub const PSTAT_RX_UNACCEPTABLE: usize = 27;

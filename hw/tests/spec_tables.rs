@@ -246,6 +246,7 @@ fn code_constants() -> BTreeMap<String, u64> {
         PSTAT_RX_DUP_FRAMES,
         PSTAT_RX_OOO_FRAMES,
         PSTAT_RX_OOO_FULL,
+        PSTAT_RX_UNACCEPTABLE,
     );
     consts!(m, status:
         ST_OK,
@@ -311,6 +312,8 @@ fn code_constants() -> BTreeMap<String, u64> {
         FLOW_RX_RING,
         FLOWU_RING_HEAD,
         FLOWU_CURSOR,
+        FLOWU_EDGE,
+        FLOW_MAX_WSCALE,
         IPPROTO_TCP,
         MS_DIR_RECV,
         MS_DIR_SEND,
@@ -415,7 +418,7 @@ fn code_layouts() -> Vec<(String, usize, Fields)> {
             stream_off,
             ring_size,
             mode,
-            rsvd0
+            rx_wscale
         ),
         layout!(
             cmd::CmdMsPost,

@@ -58,6 +58,11 @@ pub struct Flow {
     ring_dead: bool,
     /// Placed ranges above the cursor, sorted, disjoint, not adjacent.
     ooo: Vec<(u64, u64)>,
+    /// Stream offset just past the largest receive window the host
+    /// advertised: TCP refuses bytes at or past it, so none are placed.
+    edge: u64,
+    /// Shift of the window field in the host's ACKs.
+    wscale: u8,
 }
 
 /// Where a packet's payload goes.
@@ -79,6 +84,9 @@ pub enum Plan {
     },
     /// Not (entirely) inside posted space.
     NoSpace,
+    /// Reaches past the receive window the host advertised: TCP would
+    /// refuse those bytes, so the NIC writes none of them.
+    Unacceptable,
     /// Inside posted space, but placing it would need more than
     /// `FLOW_MAX_OOO` out-of-order ranges.
     OooFull,
@@ -104,6 +112,9 @@ impl Flow {
         };
         if self.overlaps_placed(o, end) {
             return Plan::Dup;
+        }
+        if end > self.edge {
+            return Plan::Unacceptable;
         }
         let start = o;
         let mut pieces = Vec::new();
@@ -224,6 +235,28 @@ impl Flow {
     pub fn posted(&self) -> usize {
         self.segs.len()
     }
+
+    /// Stream offset just past the receive window the host advertised.
+    pub fn edge(&self) -> u64 {
+        self.edge
+    }
+
+    /// Raises the receive window edge to `to` (stream offset); a lower
+    /// one changes nothing: TCP accepts up to the largest edge it offered.
+    pub fn raise_edge(&mut self, to: u64) {
+        self.edge = self.edge.max(to.min(STREAM_OFF_LIMIT));
+    }
+
+    /// Learns the window of an ACK the host sends on this flow: its
+    /// acknowledgment number plus the window field scaled by `rx_wscale`
+    /// is the right edge TCP offered. An edge more than 2^31 from the
+    /// cursor names no stream offset and is ignored.
+    pub fn learn_ack(&mut self, ack: u32, win: u16) {
+        let edge_seq = ack.wrapping_add(u32::from(win) << self.wscale);
+        if let Some(to) = self.stream_off(edge_seq) {
+            self.raise_edge(to);
+        }
+    }
 }
 
 /// The Flow Table.
@@ -272,7 +305,7 @@ impl FlowTable {
         if c.port as u32 >= nports {
             return Err(ST_PORT);
         }
-        if c.proto != IPPROTO_TCP {
+        if c.proto != IPPROTO_TCP || c.rx_wscale > FLOW_MAX_WSCALE {
             return Err(ST_BAD_DESC);
         }
         let ring = match c.mode {
@@ -316,19 +349,34 @@ impl FlowTable {
             ring,
             ring_dead: false,
             ooo: Vec::new(),
+            // Nothing is placed before the driver or an ACK names an edge.
+            edge: cursor,
+            // CAST: at most FLOW_MAX_WSCALE (checked above).
+            wscale: c.rx_wscale as u8,
         });
         self.index.insert(key, idx as u32);
         Ok(idx as u32)
     }
 
     /// CMD_FLOW_UPDATE; returns the cursor after it. Both flags together
-    /// move the cursor first, then the ring head. Nothing changes on error.
+    /// move the cursor first, then the ring head; `FLOWU_EDGE` comes alone.
+    /// Nothing changes on error.
     pub fn update(&mut self, c: &CmdFlow) -> Result<u64, u16> {
-        if c.flags & !(FLOWU_RING_HEAD | FLOWU_CURSOR) != 0 || c.flags == 0 {
+        if c.flags & !(FLOWU_RING_HEAD | FLOWU_CURSOR | FLOWU_EDGE) != 0
+            || c.flags == 0
+            || (c.flags & FLOWU_EDGE != 0 && c.flags != FLOWU_EDGE)
+        {
             return Err(ST_BAD_DESC);
         }
         let f = self.get_mut(c.flow).ok_or(ST_NOT_FOUND)?;
         let to = c.stream_off;
+        if c.flags == FLOWU_EDGE {
+            if to >= STREAM_OFF_LIMIT {
+                return Err(ST_BAD_DESC);
+            }
+            f.raise_edge(to);
+            return Ok(f.cursor);
+        }
         if c.flags & FLOWU_CURSOR != 0 && (to < f.cursor || to >= STREAM_OFF_LIMIT) {
             return Err(ST_BAD_DESC);
         }

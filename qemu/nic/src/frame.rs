@@ -219,6 +219,8 @@ pub struct Tcp4 {
     pub thl: usize,
     /// TCP flags.
     pub flags: u8,
+    /// TCP window field (unscaled).
+    pub win: u16,
 }
 
 impl Tcp4 {
@@ -306,6 +308,7 @@ pub fn parse_tcp4(head: &[u8], frame_len: usize) -> Result<Option<Tcp4>, ParseEr
         ack: be32(t, 8),
         thl,
         flags: t[13],
+        win: be16(t, 14),
     }))
 }
 

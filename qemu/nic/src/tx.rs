@@ -18,8 +18,8 @@ use zeronic_hw::status::*;
 use crate::csum::{pseudo_v4, Csum};
 use crate::device::Device;
 use crate::frame::{
-    max_frame_len, parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, Tcp4, ETH_HLEN, TCP_FIN,
-    TCP_PSH,
+    max_frame_len, parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, Tcp4, ETH_HLEN, TCP_ACK,
+    TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN,
 };
 use crate::mem::GuestMem;
 use crate::mr::{MrTable, NEED_TX};
@@ -150,7 +150,7 @@ impl Device {
 
     /// Builds the next frames of `job` (at most [`TX_BATCH`]) into `out`;
     /// nothing once the job is done. Counters follow what is built.
-    pub fn tx_build(&self, job: &mut TxJob, out: &mut Vec<Frame>) {
+    pub fn tx_build(&mut self, job: &mut TxJob, out: &mut Vec<Frame>) {
         let Some(mem) = self.mem.clone() else {
             job.state = State::Done; // detached: nothing more leaves
             return;
@@ -208,6 +208,36 @@ impl Device {
         self.pstat(p, PSTAT_TX_FRAMES, out.len() as u64);
         self.pstat(p, PSTAT_TX_BYTES, bytes as u64);
         self.pstat(p, PSTAT_TX_MERGE_BYTES, merged as u64);
+        self.learn_windows(p, out);
+    }
+
+    /// Reads the receive window of every ACK the host sends on an installed
+    /// flow of port `p`: TCP accepts bytes up to the edge it offered, and
+    /// the flow places none past it. Read as the frame leaves, so the edge
+    /// is known before the peer can send into it.
+    fn learn_windows(&mut self, p: u32, out: &[Frame]) {
+        if self.flows.used() == 0 {
+            return;
+        }
+        for f in out {
+            let Ok(Some(t)) = parse_tcp4(&f.head, f.len()) else {
+                continue;
+            };
+            if t.flags & TCP_ACK == 0 || t.flags & (TCP_SYN | TCP_RST) != 0 {
+                continue;
+            }
+            // CAST: ports are < MAX_PORTS.
+            let key = (
+                p as u16,
+                u32::from_be_bytes(t.src),
+                t.sport,
+                u32::from_be_bytes(t.dst),
+                t.dport,
+            );
+            if let Some(flow) = self.flows.lookup(&key).and_then(|i| self.flows.get_mut(i)) {
+                flow.learn_ack(t.ack, t.win);
+            }
+        }
     }
 
     /// Posts the completions of jobs whose frames left the port.

@@ -47,6 +47,8 @@ const NFLOWS: usize = 2;
 const MTU: usize = 9000;
 /// Flows live on this port; frames to the other one never match them.
 const FPORT: u8 = 1;
+/// Port counters the oracle follows (every PSTAT defined).
+const NPSTAT: usize = PSTAT_RX_UNACCEPTABLE + 1;
 
 const FIN: u8 = 0x01;
 const SYN: u8 = 0x02;
@@ -177,8 +179,19 @@ enum Op {
     Install {
         flow: u8,
         isn: IsnSel,
+        /// `rx_wscale` (above FLOW_MAX_WSCALE is refused).
+        wscale: u8,
         /// (region, offset, size, initial stream offset).
         ring: Option<(u8, u32, u32, RingOff)>,
+    },
+    /// The host sends an ACK on the flow's tuple (port FPORT's TX): its
+    /// acknowledgment number (relative to the cursor), window field and
+    /// TCP flags. The NIC learns the window's right edge from it.
+    HostAck {
+        flow: u8,
+        ack: CurSel,
+        win: u16,
+        flags: u8,
     },
     /// Invalidates a region and registers its pages again.
     Inval(u8),
@@ -333,13 +346,23 @@ fn op() -> impl Strategy<Value = Op> {
                 6 => Just(FLOWU_CURSOR),
                 2 => Just(FLOWU_RING_HEAD),
                 2 => Just(FLOWU_CURSOR | FLOWU_RING_HEAD),
+                3 => Just(FLOWU_EDGE),
+                1 => Just(FLOWU_EDGE | FLOWU_CURSOR),
                 1 => any::<u16>()
             ],
-            cur
+            cur.clone()
         )
             .prop_map(|(flow, flags, to)| Op::Update { flow, flags, to }),
         2 => flow.clone().prop_map(Op::Remove),
-        3 => (flow, isn, ring).prop_map(|(flow, isn, ring)| Op::Install { flow, isn, ring }),
+        5 => (
+            flow.clone(),
+            cur,
+            prop_oneof![4 => 0u16..2048, 2 => Just(u16::MAX), 1 => any::<u16>()],
+            prop_oneof![6 => Just(ACK), 1 => Just(ACK | FIN), 1 => Just(ACK | RST), 1 => Just(0u8), 1 => Just(SYN | ACK)],
+        )
+            .prop_map(|(flow, ack, win, flags)| Op::HostAck { flow, ack, win, flags }),
+        3 => (flow, isn, ring, prop_oneof![8 => 0u8..15, 1 => 15u8..=255])
+            .prop_map(|(flow, isn, ring, wscale)| Op::Install { flow, isn, ring, wscale }),
         1 => (0u8..2).prop_map(Op::Inval),
         1 => Just(Op::Reset),
         2 => Just(Op::ReapHdr),
@@ -374,6 +397,9 @@ struct RefFlow {
     ring: Option<RRing>,
     ring_dead: bool,
     ooo: Vec<(u64, u64)>,
+    /// Stream offset past the largest window edge given or learned.
+    edge: u64,
+    wscale: u8,
 }
 
 /// Where a frame's payload goes, by the reference.
@@ -390,11 +416,15 @@ enum Plan {
     },
     NoSpace,
     OooFull,
+    /// TCP would refuse the payload: past the window edge, or flags.
+    Unacceptable,
 }
 
 impl RefFlow {
-    fn new(idx: u32, rx_isn: u32, cursor: u64, ring: Option<RRing>) -> Self {
+    fn new(idx: u32, rx_isn: u32, cursor: u64, ring: Option<RRing>, wscale: u8) -> Self {
         Self {
+            edge: cursor,
+            wscale,
             idx,
             rx_isn,
             cursor,
@@ -426,6 +456,9 @@ impl RefFlow {
         // Written once: a frame over any placed byte writes nothing.
         if o < self.cursor || self.ooo.iter().any(|r| r.0 < end && r.1 > o) {
             return Plan::Dup;
+        }
+        if end > self.edge {
+            return Plan::Unacceptable;
         }
         let start = o;
         if self.ring_dead {
@@ -548,7 +581,7 @@ fn payload(salt: u32, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn delta_str(d: &[u64; 27]) -> String {
+fn delta_str(d: &[u64; NPSTAT]) -> String {
     d.iter()
         .enumerate()
         .filter(|(_, v)| **v != 0)
@@ -628,6 +661,14 @@ impl Peer {
                 flow: f,
                 isn: IsnSel::Raw(self.isn0.wrapping_add(f as u32 * 7919)),
                 ring: None,
+                wscale: 7,
+            });
+            // The window the host offers: 8 MiB from the cursor.
+            self.run(&Op::HostAck {
+                flow: f,
+                ack: CurSel::Plus(0),
+                win: 0xffff,
+                flags: ACK,
             });
             for s in 0..4u32 {
                 self.run(&Op::Post {
@@ -660,8 +701,8 @@ impl Peer {
         self.keys[r] = Some(c.result);
     }
 
-    fn pstats(&self, p: u8) -> [u64; 27] {
-        let mut s = [0u64; 27];
+    fn pstats(&self, p: u8) -> [u64; NPSTAT] {
+        let mut s = [0u64; NPSTAT];
         for (i, v) in s.iter_mut().enumerate() {
             *v = self.tb.drv[0].pstat(p as u32, i);
         }
@@ -785,7 +826,7 @@ impl Peer {
         let ce = pf.tos & 3 == 3;
         let shape = (1 + pf.ack as u32 * 1000, pf.tos, pf.ttl, ihl, thl);
 
-        let mut want = [0u64; 27];
+        let mut want = [0u64; NPSTAT];
         want[PSTAT_RX_FRAMES] = 1;
         want[PSTAT_RX_BYTES] = bytes.len() as u64;
         let mut writes: Vec<(u64, usize, usize)> = Vec::new();
@@ -814,14 +855,23 @@ impl Peer {
             let plan = match o {
                 None => Plan::Below,
                 Some(_) if len == 0 => Plan::Dup,
+                Some(_) if pf.flags & ACK == 0 || pf.flags & (SYN | RST) != 0 => Plan::Unacceptable,
                 Some(o) => rf.plan(o, len as u64, &self.bases),
             };
             let dup = matches!(plan, Plan::Dup) && len > 0;
-            if dup || matches!(plan, Plan::Below | Plan::NoSpace | Plan::OooFull) {
+            if dup
+                || matches!(
+                    plan,
+                    Plan::Below | Plan::NoSpace | Plan::OooFull | Plan::Unacceptable
+                )
+            {
                 if dup {
                     what = "dup";
                     want[PSTAT_RX_DUP_FRAMES] = 1;
                     want[PSTAT_RX_DUP_BYTES] = len as u64;
+                } else if matches!(plan, Plan::Unacceptable) {
+                    what = "unacceptable";
+                    want[PSTAT_RX_UNACCEPTABLE] = 1;
                 } else {
                     what = "fallback";
                     want[PSTAT_RX_FALLBACK] = 1;
@@ -937,8 +987,8 @@ impl Peer {
         }
         self.frames += 1;
         let after = self.pstats(port);
-        let mut got = [0u64; 27];
-        for i in 0..27 {
+        let mut got = [0u64; NPSTAT];
+        for i in 0..NPSTAT {
             got[i] = after[i] - before[i];
         }
         let ctx = || {
@@ -1188,6 +1238,24 @@ impl Peer {
                     CurSel::Limit => STREAM_OFF_LIMIT,
                     CurSel::Raw(v) => v,
                 };
+                if flags == FLOWU_EDGE {
+                    let c = CmdFlow {
+                        opcode: CMD_FLOW_UPDATE,
+                        flags,
+                        flow: rf.idx,
+                        stream_off: to,
+                        ..Default::default()
+                    };
+                    let c = self.tb.cmd(0, c.encode());
+                    let ok = to < STREAM_OFF_LIMIT;
+                    assert_eq!(c.status == ST_OK, ok, "FLOWU_EDGE {op:?} to {to:#x}: {c:?}");
+                    if ok {
+                        let rf = self.flows[flow as usize % NFLOWS].as_mut().unwrap();
+                        rf.edge = rf.edge.max(to);
+                        assert_eq!(c.result, rf.cursor, "FLOWU_EDGE result");
+                    }
+                    return;
+                }
                 let cur = flags & FLOWU_CURSOR != 0;
                 let head = flags & FLOWU_RING_HEAD != 0;
                 let mut ok = flags & !(FLOWU_CURSOR | FLOWU_RING_HEAD) == 0 && flags != 0;
@@ -1238,7 +1306,59 @@ impl Peer {
                 assert_eq!(c.status, ST_OK, "FLOW_REMOVE");
                 self.flows[flow as usize % NFLOWS] = None;
             }
-            Op::Install { flow, isn, ring } => {
+            Op::HostAck {
+                flow,
+                ack,
+                win,
+                flags,
+            } => {
+                let t = flow as usize % NFLOWS;
+                // The tuple is the flow's even after a remove: the ACK then
+                // changes nothing.
+                let (rx_isn, cursor) = self.flows[t]
+                    .as_ref()
+                    .map_or((self.last_isn[t], 0), |rf| (rf.rx_isn, rf.cursor));
+                let rel = match ack {
+                    CurSel::Plus(d) => d as u64,
+                    CurSel::Back(d) => (d as u64).wrapping_neg(),
+                    CurSel::Raw(v) => v,
+                    _ => 0,
+                };
+                let ack_seq = rx_isn.wrapping_add(cursor.wrapping_add(rel) as u32);
+                let (_, a_ip, a_port, b_ip, b_port) = TUPLES[t];
+                let mut f = tcp_hdr(b_ip, a_ip, b_port, a_port, 1, ack_seq, flags);
+                f[48..50].copy_from_slice(&win.to_be_bytes());
+                let mut c = zeronic_nic::csum::pseudo_v4(b_ip, a_ip, 20);
+                c.add(&f[34..]);
+                f[50..52].copy_from_slice(&c.finish().to_le_bytes());
+                let mut c = zeronic_nic::csum::Csum::default();
+                c.add(&f[14..34]);
+                f[24..26].copy_from_slice(&c.finish().to_le_bytes());
+                if let Some(rf) = self.flows[t].as_mut() {
+                    if flags & ACK != 0 && flags & (SYN | RST) == 0 {
+                        let edge_seq = ack_seq.wrapping_add(u32::from(win) << rf.wscale);
+                        if let Some(e) = rf.off(edge_seq) {
+                            rf.edge = rf.edge.max(e.min(STREAM_OFF_LIMIT));
+                        }
+                    }
+                }
+                // The wire takes it to the other port, where no flow is.
+                let other = 1 - FPORT as usize;
+                self.exp_rx[other].push_back((RXF_TCP | RXF_CSUM_OK, 0, f.clone()));
+                self.tb.drv[0].tx_plain(FPORT as usize, &f, 0);
+                self.tb.step();
+                let done = self.tb.drv[0].reap_tx(FPORT as usize);
+                assert_eq!(done.len(), 1, "host ACK sent");
+                assert_eq!(done[0].status, ST_OK, "host ACK sent");
+                self.reap(false);
+                self.check_state();
+            }
+            Op::Install {
+                flow,
+                isn,
+                ring,
+                wscale,
+            } => {
                 let t = flow as usize % NFLOWS;
                 let rx_isn = match isn {
                     IsnSel::Zero => 0,
@@ -1249,7 +1369,8 @@ impl Peer {
                 c.opcode = CMD_FLOW_INSTALL;
                 c.proto = IPPROTO_TCP;
                 c.remote_port = TUPLES[t].2;
-                let mut ok = self.flows[t].is_none();
+                c.rx_wscale = wscale as u16;
+                let mut ok = self.flows[t].is_none() && wscale as u16 <= FLOW_MAX_WSCALE;
                 let mut rring = None;
                 let mut cursor = 0;
                 if let Some((region, off, size, so)) = ring {
@@ -1280,7 +1401,8 @@ impl Peer {
                 let c = self.tb.cmd(0, c.encode());
                 assert_eq!(c.status == ST_OK, ok, "FLOW_INSTALL {op:?}: {c:?}");
                 if ok {
-                    self.flows[t] = Some(RefFlow::new(c.result as u32, rx_isn, cursor, rring));
+                    self.flows[t] =
+                        Some(RefFlow::new(c.result as u32, rx_isn, cursor, rring, wscale));
                     self.last_isn[t] = rx_isn;
                 }
             }

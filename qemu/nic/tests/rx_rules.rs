@@ -1,7 +1,8 @@
 //! RX Split Unit rules the zero-copy data path relies on (docs/hardware.md
 //! §9): what coalescing may merge (ECN, TOS, TTL, TCP options, the IPv4
 //! length limit), checksums verified before any byte is written (duplicates
-//! included), and how FLOWU_CURSOR treats out-of-order ranges.
+//! included), and how FLOWU_CURSOR treats out-of-order ranges; nothing
+//! TCP would refuse is placed (past the window the host offered, flags).
 
 mod common;
 
@@ -24,6 +25,8 @@ struct Pkt {
     ttl: u8,
     /// TCP option bytes (a multiple of 4).
     opts: usize,
+    /// TCP flags.
+    flags: u8,
 }
 
 impl Pkt {
@@ -34,11 +37,12 @@ impl Pkt {
             tos: 0,
             ttl: 64,
             opts: 0,
+            flags: 0x10,
         }
     }
 
     fn bytes(&self) -> Vec<u8> {
-        let mut f = tcp_hdr(A_IP, B_IP, 4000, 5001, self.seq, 1, 0x10);
+        let mut f = tcp_hdr(A_IP, B_IP, 4000, 5001, self.seq, 1, self.flags);
         f[15] = self.tos;
         f[22] = self.ttl;
         f[46] = (((20 + self.opts) / 4) << 4) as u8;
@@ -275,4 +279,111 @@ fn moving_the_cursor_absorbs_placed_ranges_it_reaches() {
     let e = tb.drv[1].reap_hdr(0);
     let last = e.last().unwrap().0;
     assert_eq!((last.flags, last.stream_off, last.cursor), (0, 6000, 6100));
+}
+
+/// An ACK the host B sends on the flow (5001 -> 4000): acknowledgment
+/// number `ack`, window field `win`.
+fn host_ack(ack: u32, win: u16) -> Vec<u8> {
+    let mut f = tcp_hdr(B_IP, A_IP, 5001, 4000, 1, ack, 0x10);
+    f[48..50].copy_from_slice(&win.to_be_bytes());
+    let mut c = Csum::default();
+    c.add(&f[14..34]);
+    f[24..26].copy_from_slice(&c.finish().to_le_bytes());
+    let mut c = pseudo_v4(B_IP, A_IP, 20);
+    c.add(&f[34..]);
+    f[50..52].copy_from_slice(&c.finish().to_le_bytes());
+    f
+}
+
+fn region(tb: &Tb, r: u64, len: usize) -> Vec<u8> {
+    let mut got = vec![0u8; len];
+    tb.drv[1].mem.read(r, &mut got).unwrap();
+    got
+}
+
+#[test]
+fn nothing_is_placed_past_the_window_the_host_offered() {
+    let mut tb = Tb::with_opts(Topology::TwoGuest, Impair::default(), 64 << 20, 9000);
+    tb.drv[1].post_rx(0, 64);
+    let r = tb.drv[1].alloc(65_536);
+    let rk = tb.reg_mr(1, r, 65_536, MR_ACCESS_LOCAL_WRITE).unwrap();
+    let bad = CmdFlow {
+        rx_wscale: FLOW_MAX_WSCALE + 1,
+        ..flow_b(0, 0)
+    };
+    assert_eq!(tb.install_closed(1, bad), Err(ST_BAD_DESC));
+    let flow = tb
+        .install_closed(
+            1,
+            CmdFlow {
+                rx_wscale: 2,
+                ..flow_b(0, 0)
+            },
+        )
+        .unwrap();
+    assert_eq!(tb.post(1, flow, rk, 0, 65_536).status, ST_OK);
+    // No window known yet: nothing is placed.
+    deliver(&mut tb, &[Pkt::new(0, vec![0x11; 1000]).bytes()]);
+    assert!(region(&tb, r, 1000).iter().all(|&b| b == 0));
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_UNACCEPTABLE), 1);
+    let rx = tb.drv[1].reap_rx(0);
+    assert_eq!((rx.len(), rx[0].0.flags & RXF_FLOW), (1, RXF_FLOW));
+    // The edge the driver gives.
+    assert_eq!(tb.raise_edge(1, flow, 1500).status, ST_OK);
+    deliver(&mut tb, &[Pkt::new(0, vec![0x22; 1000]).bytes()]);
+    assert!(region(&tb, r, 1000).iter().all(|&b| b == 0x22));
+    // [1000, 2000) reaches past 1500: not a byte of it is written.
+    deliver(&mut tb, &[Pkt::new(1000, vec![0x33; 1000]).bytes()]);
+    assert!(region(&tb, r, 2000)[1000..].iter().all(|&b| b == 0));
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_UNACCEPTABLE), 2);
+    // The host's ACK offers 1024 << 2 bytes from 1000: learned as it leaves.
+    tb.drv[1].tx_plain(0, &host_ack(1000, 1024), 7);
+    tb.step();
+    assert_eq!(tb.drv[1].reap_tx(0)[0].status, ST_OK);
+    deliver(&mut tb, &[Pkt::new(1000, vec![0x44; 1000]).bytes()]);
+    assert!(region(&tb, r, 2000)[1000..].iter().all(|&b| b == 0x44));
+    // A lower edge changes nothing; up to 1000 + 4096 is placed, not past.
+    assert_eq!(tb.raise_edge(1, flow, 10).status, ST_OK);
+    deliver(&mut tb, &[Pkt::new(2000, vec![0x55; 3096]).bytes()]);
+    assert!(region(&tb, r, 5096)[2000..].iter().all(|&b| b == 0x55));
+    deliver(&mut tb, &[Pkt::new(5096, vec![0x66; 1]).bytes()]);
+    assert_eq!(region(&tb, r, 5097)[5096], 0);
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_UNACCEPTABLE), 3);
+    // FLOWU_EDGE comes alone, and below the stream offset limit.
+    for (flags, to) in [
+        (FLOWU_EDGE | FLOWU_CURSOR, 6000),
+        (FLOWU_EDGE, STREAM_OFF_LIMIT),
+    ] {
+        let c = CmdFlow {
+            opcode: CMD_FLOW_UPDATE,
+            flags,
+            flow,
+            stream_off: to,
+            ..Default::default()
+        };
+        assert_eq!(tb.cmd(1, c.encode()).status, ST_BAD_DESC);
+    }
+}
+
+#[test]
+fn payload_tcp_discards_for_its_flags_is_not_placed() {
+    let (mut tb, _, r) = receiver(65_536);
+    // Without ACK, with SYN, with RST: TCP drops the payload.
+    for flags in [0x08, 0x12, 0x14] {
+        let p = Pkt {
+            flags,
+            ..Pkt::new(0, vec![0x77; 500])
+        };
+        deliver(&mut tb, &[p.bytes()]);
+    }
+    assert!(region(&tb, r, 500).iter().all(|&b| b == 0));
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_UNACCEPTABLE), 3);
+    assert_eq!(tb.drv[1].reap_rx(0).len(), 3);
+    // An ACK with FIN is accepted.
+    let p = Pkt {
+        flags: 0x11,
+        ..Pkt::new(0, vec![0x78; 500])
+    };
+    deliver(&mut tb, &[p.bytes()]);
+    assert!(region(&tb, r, 500).iter().all(|&b| b == 0x78));
 }

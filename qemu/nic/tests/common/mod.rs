@@ -249,7 +249,17 @@ impl Tb {
     }
 
     /// Installs a flow on guest g port p receiving from `remote`.
+    /// Installs a flow whose receive window is open as far as stream
+    /// offsets go (for tests of everything but the window).
     pub fn install(&mut self, g: usize, c: CmdFlow) -> Result<u32, u16> {
+        let idx = self.install_closed(g, c)?;
+        assert_eq!(self.raise_edge(g, idx, STREAM_OFF_LIMIT - 1).status, ST_OK);
+        Ok(idx)
+    }
+
+    /// Installs a flow as the hardware does: its window edge at its cursor,
+    /// so nothing is placed before an edge is given or learned.
+    pub fn install_closed(&mut self, g: usize, c: CmdFlow) -> Result<u32, u16> {
         let c = CmdFlow {
             opcode: CMD_FLOW_INSTALL,
             proto: IPPROTO_TCP,
@@ -261,6 +271,18 @@ impl Tb {
         } else {
             Err(r.status)
         }
+    }
+
+    /// CMD_FLOW_UPDATE + FLOWU_EDGE.
+    pub fn raise_edge(&mut self, g: usize, flow: u32, to: u64) -> CmdCompletion {
+        let c = CmdFlow {
+            opcode: CMD_FLOW_UPDATE,
+            flags: FLOWU_EDGE,
+            flow,
+            stream_off: to,
+            ..Default::default()
+        };
+        self.cmd(g, c.encode())
     }
 
     pub fn post(&mut self, g: usize, flow: u32, key: u64, off: u64, len: u32) -> CmdCompletion {
