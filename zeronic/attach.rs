@@ -51,7 +51,10 @@ use crate::{
         self,
         Control, //
     },
-    cq::Cq,
+    cq::{
+        cqe_status,
+        Cq, //
+    },
     flow::{
         Flow,
         Phase,
@@ -444,8 +447,7 @@ impl Flow {
         let mut inner = self.inner.lock();
         inner.nic_removed |= confirmed;
         if confirmed {
-            // CAST: errno values are small positive numbers.
-            self.flush_segments(&mut inner, ECANCELED.to_errno().unsigned_abs() as u16);
+            self.flush_segments(&mut inner, cqe_status(ECANCELED));
         } else {
             pr_err!(
                 "flow {}: NIC did not confirm the flow's removal; its receive segments stay posted\n",
@@ -459,12 +461,7 @@ impl Flow {
             stream_off: inner.rx_done,
             flow: self.id,
             opcode: uapi::CQE_FLOW,
-            // CAST: errno values are small positive numbers.
-            status: if confirmed {
-                0
-            } else {
-                EIO.to_errno().unsigned_abs() as u16
-            },
+            status: if confirmed { 0 } else { cqe_status(EIO) },
             flags: uapi::CQE_F_DETACHED,
             ..Default::default()
         };

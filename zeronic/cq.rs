@@ -123,6 +123,14 @@ pub(crate) struct Cqe {
     pub(crate) flags: u32,
 }
 
+/// The `status` of an entry that failed with `err`: its positive errno
+/// (`docs/uapi.md`, "Completion entries"). Every errno the driver reports
+/// in an entry goes through here.
+pub(crate) fn cqe_status(err: Error) -> u16 {
+    // CAST: an errno is at most MAX_ERRNO (4095).
+    err.to_errno().unsigned_abs() as u16
+}
+
 impl Cqe {
     fn encode(&self) -> [u8; CQE_SIZE] {
         let mut b = [0u8; CQE_SIZE];

@@ -89,6 +89,7 @@ use crate::{
     cmdq::CmdDone,
     control::Control,
     cq::{
+        cqe_status,
         Cq,
         Cqe,
         Credit, //
@@ -771,8 +772,7 @@ impl Flow {
             return;
         }
         inner.phase = Phase::Reset;
-        // CAST: errno values are small positive numbers.
-        let status = err.unsigned_abs() as u16;
+        let status = cqe_status(Error::from_errno(-err));
         self.post_event(&mut inner, status, 0);
         // Header entries still queued for this flow are dropped, as the
         // connection is dead. From softirq: the segments go back once the
@@ -788,8 +788,7 @@ impl Flow {
         if inner.phase == Phase::Attached {
             inner.phase = Phase::Reset;
         }
-        // CAST: errno values are small positive numbers.
-        let status = ENODEV.to_errno().unsigned_abs() as u16;
+        let status = cqe_status(ENODEV);
         self.post_event(&mut inner, status, 0);
         if reset_done {
             inner.nic_removed = true;
@@ -894,8 +893,7 @@ impl Flow {
         );
         inner.phase = Phase::Reset;
         inner.failed_by_nic = true;
-        // CAST: errno values are small positive numbers.
-        self.post_event(inner, EIO.to_errno().unsigned_abs() as u16, 0);
+        self.post_event(inner, cqe_status(EIO), 0);
         self.end_nic_flow(inner);
     }
 
@@ -916,8 +914,7 @@ impl Flow {
     pub(crate) fn give_back_removed(&self, inner: &mut FlowInner) {
         if !inner.eof {
             let err = if inner.failed_by_nic { EIO } else { ECONNRESET };
-            // CAST: errno values are small positive numbers.
-            self.flush_segments(inner, err.to_errno().unsigned_abs() as u16);
+            self.flush_segments(inner, cqe_status(err));
             return;
         }
         self.complete_all_segments(inner, 0, uapi::CQE_F_EOF);

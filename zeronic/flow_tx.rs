@@ -53,6 +53,7 @@ use kernel::{
 
 use crate::{
     cq::{
+        cqe_status,
         Cqe,
         Credit, //
     },
@@ -121,13 +122,12 @@ impl UbufComplete for SendWr {
     fn complete(self, _zerocopy: bool) {
         let end = self.seq0.load(Relaxed).wrapping_add(self.len);
         let acked = !seq_before(self.flow.sock.snd_una_lockless(), end);
-        // CAST: errno values are small positive numbers.
         let status = if self.cancelled.load(Relaxed) {
-            ECANCELED.to_errno().unsigned_abs() as u16
+            cqe_status(ECANCELED)
         } else if acked {
             0
         } else {
-            ECONNRESET.to_errno().unsigned_abs() as u16
+            cqe_status(ECONNRESET)
         };
         self.flow.send_done(self.idx, status);
     }
