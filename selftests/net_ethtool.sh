@@ -24,11 +24,13 @@ drvinfo() {
 zn_case "ethtool -i: driver zeronic on $(basename "${ZN_PCI:-?}")" drvinfo
 
 names() {
-	local n
-	n=$(zn_in a ethtool -S "$ZN_IF_A" | grep -c '^ *hw_[a-z_]*: [0-9]*$')
-	[ "$n" = 27 ] || { echo "$n hw_ counters, want 27"; return 1; }
+	local s n
+	s=$(zn_in a ethtool -S "$ZN_IF_A") || return 1
+	n=$(printf '%s\n' "$s" | grep -c '^ *hw_[a-z_]*: [0-9]*$')
+	[ "$n" = 28 ] || { echo "$n hw_ counters, want 28"; return 1; }
+	printf '%s\n' "$s" | grep -q '^ *hw_rx_unacceptable: [0-9]*$' || { echo "no hw_rx_unacceptable"; return 1; }
 }
-zn_case "ethtool -S lists the NIC's 27 per-port counters" names
+zn_case "ethtool -S lists the NIC's 28 per-port counters" names
 
 moves() {
 	local tx0 rx0 tx1 rx1
