@@ -47,6 +47,7 @@ use kernel::{
 };
 
 use crate::{
+    cmdq::status_errno,
     control::{
         self,
         Control, //
@@ -141,19 +142,6 @@ fn port_of(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32, u32)
         return Err(ENODEV);
     }
     control::find_port(dev).ok_or(ENODEV)
-}
-
-/// Maps the NIC's answer to `CMD_FLOW_INSTALL` to the documented errnos.
-fn install_errno(st: u16) -> Error {
-    match st {
-        status::ST_NO_SPACE => ENOSPC,
-        status::ST_EXISTS => EEXIST,
-        status::ST_BAD_KEY | status::ST_NOT_FOUND => ENOENT,
-        status::ST_ACCESS => EACCES,
-        status::ST_BOUNDS | status::ST_BAD_DESC => EINVAL,
-        status::ST_PORT => ENODEV,
-        _ => EIO,
-    }
 }
 
 #[vtable]
@@ -252,7 +240,7 @@ impl Ulp for ZnUlp {
             .with_bound(|_, cmds| {
                 let done = cmds.exec(cmd.encode())?;
                 if done.status != status::ST_OK {
-                    return Err(install_errno(done.status));
+                    return Err(status_errno(done.status));
                 }
                 let hw_index = u32::try_from(done.result).map_err(|_| EIO)?;
                 let update = CmdFlow {

@@ -49,7 +49,11 @@ use kernel::{
 
 use crate::{
     fifo::Fifo,
-    hw::{cmd::CmdCompletion, regs},
+    hw::{
+        cmd::CmdCompletion,
+        regs,
+        status, //
+    },
     nic_regs::{
         NicRegs,
         Regs, //
@@ -60,6 +64,24 @@ use crate::{
         Ring, //
     },
 };
+
+/// The errno a command's refusal stands for (`status`, not `ST_OK`): the one
+/// map from a NIC status to an errno. A table or list full is `ENOSPC`, a
+/// tuple installed twice `EEXIST`, an unknown key or flow `ENOENT`, a
+/// region without the right `EACCES`, a range or field the NIC refuses
+/// `EINVAL`, a port it does not have `ENODEV`; anything else (`ST_DMA`, an
+/// unknown opcode or status) is the NIC failing a well-formed command, `EIO`.
+pub(crate) fn status_errno(st: u16) -> Error {
+    match st {
+        status::ST_NO_SPACE => ENOSPC,
+        status::ST_EXISTS => EEXIST,
+        status::ST_BAD_KEY | status::ST_NOT_FOUND => ENOENT,
+        status::ST_ACCESS => EACCES,
+        status::ST_BOUNDS | status::ST_BAD_DESC => EINVAL,
+        status::ST_PORT => ENODEV,
+        _ => EIO,
+    }
+}
 
 /// Entries of the command and command completion queues.
 pub(crate) const CMDQ_ENTRIES: u32 = 64;
