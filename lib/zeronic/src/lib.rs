@@ -11,6 +11,9 @@
 //!   until one comes through the CQ's eventfd ([`Cq::wait`], or [`Cq::arm`]
 //!   plus `poll`/`epoll` on [`Cq::eventfd`]).
 //! - [`Buffer`]: page-aligned anonymous memory to register.
+//! - [`CqRingView`]: the ring of a CQ mapped by the caller (what [`Cq`]
+//!   reads its own mapping through), for tools that create and map CQs
+//!   with raw ioctls; [`open_device_file`] for their `/dev/zeronic` files.
 //! - [`cache::RegCache`]: a registration cache keyed by address that is
 //!   kept from going stale by [`cache::invalidate_range`], which the memory
 //!   hooks of the C library and of the shim call (see `docs/shim.md`).
@@ -20,6 +23,9 @@
 
 pub mod cache;
 pub mod hooks;
+mod ring;
+
+pub use ring::CqRingView;
 
 #[doc(hidden)]
 pub use nix;
@@ -34,12 +40,11 @@ use std::num::NonZeroUsize;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use zeronic_uapi::{self as zu, raw};
 
-pub use zu::{Cqe, FlowQuery, Query, Wr};
+pub use zu::{caps, Cqe, FlowQuery, Query, Wr};
 
 /// A failed call: which one, and the errno the kernel gave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -84,6 +89,10 @@ pub const WR_SEND: u16 = raw::ZERONIC_WR_SEND as u16;
 pub const WR_RECV: u16 = raw::ZERONIC_WR_RECV as u16;
 /// Work requests one `ZERONIC_IOC_POST` takes at most.
 pub const POST_MAX: usize = 256;
+/// Entries a CQ has at least ([`Device::create_cq`] rounds up to it).
+pub const CQ_MIN_ENTRIES: u32 = zu::CQ_MIN_ENTRIES;
+/// Entries a CQ has at most ([`Device::create_cq`] rounds down to it).
+pub const CQ_MAX_ENTRIES: u32 = zu::CQ_MAX_ENTRIES;
 /// The NIC may read the region (sends).
 pub const ACCESS_READ: u32 = zu::ACCESS_LOCAL_READ;
 /// The NIC may write the region (receives).
@@ -127,6 +136,22 @@ pub fn flow_state_name(state: u32) -> &'static str {
     }
 }
 
+/// Opens `/dev/zeronic` read-write and close-on-exec, bound to no NIC: the
+/// file [`Device::open`] wraps, for callers that make the ioctls
+/// themselves (a fuzzer's deliberately malformed arguments).
+pub fn open_device_file() -> Result<File> {
+    let path = zu::DEVICE_PATH.to_str().expect("ASCII path");
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error {
+            op: "open /dev/zeronic",
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO)),
+        })
+}
+
 /// An open `/dev/zeronic` file and the NIC index its objects use.
 #[derive(Debug)]
 pub struct Device {
@@ -138,16 +163,7 @@ impl Device {
     /// Opens `/dev/zeronic` (close-on-exec) for NIC `nic`, checking that the
     /// NIC exists (ENODEV otherwise).
     pub fn open(nic: u32) -> Result<Arc<Self>> {
-        let path = zu::DEVICE_PATH.to_str().expect("ASCII path");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(nix::libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| Error {
-                op: "open /dev/zeronic",
-                errno: Errno::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO)),
-            })?;
+        let file = open_device_file()?;
         zu::query(file.as_fd(), nic).op("QUERY")?;
         Ok(Arc::new(Self { file, nic }))
     }
@@ -201,7 +217,7 @@ impl Device {
     /// the kernel's bounds, 8 .. 65536) with an eventfd to sleep on.
     pub fn create_cq(self: &Arc<Self>, entries: u32) -> Result<Cq> {
         let entries = entries
-            .clamp(raw::ZERONIC_CQ_MIN_ENTRIES, raw::ZERONIC_CQ_MAX_ENTRIES)
+            .clamp(CQ_MIN_ENTRIES, CQ_MAX_ENTRIES)
             .next_power_of_two();
         let efd = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
             .op("eventfd")?;
@@ -249,33 +265,29 @@ impl Device {
                 });
             }
         };
-        // SAFETY: the header page is mapped; the kernel wrote `mask` and
-        // `entries_offset` before CQ_CREATE returned.
-        let (mask, entries_off) = unsafe {
-            let ring = map.as_ptr().cast::<zu::CqRing>();
-            (
-                std::ptr::read_volatile(&raw const (*ring).mask),
-                std::ptr::read_volatile(&raw const (*ring).entries_offset),
-            )
+        // SAFETY: the mapping just made, of `len` bytes from the CQ's
+        // `mmap_offset`; the `Cq` below owns it and unmaps it only when
+        // dropped, with the view; it is the ring's one consumer.
+        let ring = unsafe { CqRingView::new(map, len.get()) };
+        let ring = match ring {
+            Ok(r) if r.entries() == u64::from(entries) => r,
+            Ok(_) | Err(_) => {
+                // SAFETY: the mapping just made, not used after this.
+                let _ = unsafe { munmap(map.cast::<c_void>(), len.get()) };
+                destroy(c.cq);
+                return Err(Error {
+                    op: "CQ mapping",
+                    errno: Errno::EIO,
+                });
+            }
         };
-        let cq = Cq {
+        Ok(Cq {
             dev: self.clone(),
             id: c.cq,
-            map,
+            ring,
             map_len: len.get(),
-            mask,
-            entries_off: entries_off as usize,
             efd,
-        };
-        if mask.wrapping_add(1) != entries
-            || cq.entries_off + (entries as usize) * size_of::<Cqe>() > cq.map_len
-        {
-            return Err(Error {
-                op: "CQ mapping",
-                errno: Errno::EIO,
-            });
-        }
-        Ok(cq)
+        })
     }
 
     /// `ZERONIC_IOC_FLOW_ATTACH` of the established TCP socket `sock`,
@@ -630,10 +642,10 @@ impl Drop for Region {
 pub struct Cq {
     dev: Arc<Device>,
     id: u32,
-    map: NonNull<u8>,
+    /// The ring in the mapping this value owns (`map_len` bytes at
+    /// `ring.base()`).
+    ring: CqRingView,
     map_len: usize,
-    mask: u32,
-    entries_off: usize,
     efd: EventFd,
 }
 
@@ -643,21 +655,6 @@ pub struct Cq {
 unsafe impl Send for Cq {}
 
 impl Cq {
-    fn word(&self, off: usize) -> &AtomicU32 {
-        // SAFETY: `off` is a 4-aligned offset in the mapped header page,
-        // which lives as long as `self`; the kernel accesses it atomically.
-        unsafe { AtomicU32::from_ptr(self.map.as_ptr().add(off).cast()) }
-    }
-    fn head(&self) -> &AtomicU32 {
-        self.word(0)
-    }
-    fn tail(&self) -> &AtomicU32 {
-        self.word(4)
-    }
-    fn flags(&self) -> &AtomicU32 {
-        self.word(12)
-    }
-
     /// The CQ's id in its file.
     pub fn id(&self) -> u32 {
         self.id
@@ -665,36 +662,31 @@ impl Cq {
 
     /// Entries the CQ holds (a power of two).
     pub fn entries(&self) -> u32 {
-        self.mask + 1
+        // CAST: `create_cq` checked it equals the `u32` it asked for.
+        self.ring.entries() as u32
     }
 
     /// The next completion, if any (no system call).
     pub fn pop(&self) -> Option<Cqe> {
-        let head = self.head().load(Ordering::Relaxed);
-        let tail = self.tail().load(Ordering::Acquire);
-        if head == tail {
-            return None;
-        }
-        let at = self.entries_off + (head & self.mask) as usize * size_of::<Cqe>();
-        // SAFETY: within the mapping (checked at creation); published by the
-        // kernel's release store of `tail`, read above with acquire; not
-        // rewritten before `head` passes it.
-        let e = unsafe { std::ptr::read_volatile(self.map.as_ptr().add(at).cast::<Cqe>()) };
-        self.head().store(head.wrapping_add(1), Ordering::Release);
-        Some(e)
+        self.ring.pop()
     }
 
     /// Whether an entry is waiting.
     pub fn is_empty(&self) -> bool {
-        self.tail().load(Ordering::Acquire) == self.head().load(Ordering::Relaxed)
+        self.ring.is_empty()
+    }
+
+    /// The ring's `head` and `tail` now (entries consumed and produced,
+    /// modulo 2^32), for diagnostics such as a stall report.
+    pub fn indices(&self) -> (u32, u32) {
+        self.ring.indices()
     }
 
     /// Arms the CQ for a wake-up through its eventfd. `true` if it is still
     /// empty after arming, so sleeping on [`Cq::eventfd`] now loses nothing;
     /// `false`: entries came, pop them first.
     pub fn arm(&self) -> bool {
-        self.flags().fetch_or(zu::CQ_ARMED, Ordering::SeqCst);
-        self.tail().load(Ordering::SeqCst) == self.head().load(Ordering::Relaxed)
+        self.ring.arm().1
     }
 
     /// Arms the CQ as [`Cq::arm`] does, and also says whether it was still
@@ -703,11 +695,7 @@ impl Cq {
     /// before and found not armed now had its eventfd signalled in between
     /// (what lets a caller skip reading or writing the eventfd).
     pub fn arm_checked(&self) -> (bool, bool) {
-        let was = self.flags().fetch_or(zu::CQ_ARMED, Ordering::SeqCst) & zu::CQ_ARMED != 0;
-        (
-            was,
-            self.tail().load(Ordering::SeqCst) == self.head().load(Ordering::Relaxed),
-        )
+        self.ring.arm()
     }
 
     /// The eventfd the kernel signals when it adds entries to an armed CQ
@@ -773,8 +761,9 @@ impl Cq {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `create_cq`, not used after this.
-        let _ = unsafe { munmap(self.map.cast::<c_void>(), self.map_len) };
+        // SAFETY: the mapping made in `create_cq`, not used after this (the
+        // view goes with `self`).
+        let _ = unsafe { munmap(self.ring.base().cast::<c_void>(), self.map_len) };
         let d = zu::CqDestroy {
             cq: self.id,
             reserved: 0,
