@@ -23,7 +23,8 @@ use zeronic_uapi::{
 };
 
 use crate::errnos::{self, Call, ErrnoName};
-use crate::fuzz::{raw_ioctl, PRINT_LIMIT};
+use crate::fuzz::PRINT_LIMIT;
+use crate::ioc::raw_ioctl;
 use crate::mem::Mem;
 use crate::rng::Rng;
 use crate::shared::Shared;

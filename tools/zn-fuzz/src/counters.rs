@@ -3,7 +3,6 @@
 //! pins (`/proc/vmstat`), a process's `VmPin`, and a user's locked pages.
 
 use std::fs;
-use std::os::fd::AsFd;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -30,12 +29,9 @@ pub struct NicCounters {
 
 /// QUERY of NIC 0 through a new file.
 pub fn nic_counters() -> Result<(NicCounters, zeronic_uapi::Query)> {
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/zeronic")
-        .context("open /dev/zeronic")?;
-    let q = zeronic_uapi::query(f.as_fd(), 0).context("ZERONIC_IOC_QUERY of NIC 0")?;
+    let q = zeronic::Device::open(0)
+        .and_then(|d| d.query())
+        .context("ZERONIC_IOC_QUERY of NIC 0")?;
     Ok((
         NicCounters {
             mr_in_use: q.mr_in_use,

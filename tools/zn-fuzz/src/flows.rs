@@ -32,8 +32,9 @@ use std::fs::File;
 use std::net::Ipv4Addr;
 use std::num::NonZeroUsize;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -44,6 +45,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
+use zeronic::CqRingView;
 use zeronic_uapi::{
     CqCreate, CqDestroy, Cqe, FlowAttach, FlowDetach, FlowQuery, MrDereg, MrReg, Post,
     StreamConsume, Wr, ACCESS_LOCAL_READ, ACCESS_LOCAL_WRITE, IOC_CQ_CREATE, IOC_CQ_DESTROY,
@@ -53,6 +55,7 @@ use zeronic_uapi::{
 
 use crate::counters::{self, NicCounters};
 use crate::errnos::{allowed, allowed_list, Call, ErrnoName, CALLS};
+use crate::ioc::raw_ioctl;
 use crate::mem;
 use crate::rng::Rng;
 use crate::shared::{map_zeroed, ERRNOS};
@@ -233,17 +236,12 @@ const MAX_REGIONS: usize = 10;
 const BUF: u64 = 1 << 20;
 const CHUNK: u64 = 64 << 10;
 
-/// The ioctl with a plain argument struct.
+/// The ioctl with a plain argument struct: one of the uapi structs, valid
+/// and writable for the call; any pointer it holds points at our own
+/// memory (work request arrays, the registered buffer) or is deliberately
+/// bad, which `raw_ioctl`'s contract allows.
 fn ioc<T>(fd: RawFd, cmd: u32, arg: &mut T) -> Result<(), Errno> {
-    // SAFETY: `arg` is one of the uapi structs, valid and writable for the
-    // call; any pointer it holds points at our own memory (work request
-    // arrays, the registered buffer) or is deliberately bad.
-    let r = unsafe { libc::ioctl(fd, cmd as libc::c_ulong, std::ptr::from_mut(arg)) };
-    if r < 0 {
-        Err(Errno::last())
-    } else {
-        Ok(())
-    }
+    raw_ioctl(fd, cmd, std::ptr::from_mut(arg) as u64).map(|_| ())
 }
 
 fn tcp_socket() -> Option<OwnedFd> {
@@ -388,12 +386,7 @@ fn established(fd: &OwnedFd) -> bool {
 }
 
 fn open_zeronic() -> Option<OwnedFd> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/zeronic")
-        .ok()
-        .map(OwnedFd::from)
+    zeronic::open_device_file().ok().map(OwnedFd::from)
 }
 
 /// Whether a completion's status is one docs/uapi.md gives its opcode.
@@ -858,41 +851,29 @@ impl Worker {
         self.count(Op::CqReap);
         for ci in 0..self.cqs.len() {
             let c = self.cqs[ci];
-            let Some(m) = c.map else { continue };
-            // SAFETY: the first page of a live mapping of the CQ: the ring's
-            // head and tail are u32 at offsets 0 and 4, written by the
-            // kernel concurrently, hence atomics.
-            let (head, tail) =
-                unsafe { (&*(m as *const AtomicU32), &*((m + 4) as *const AtomicU32)) };
-            // SAFETY: as above; mask and entries_offset are written once.
-            let (mask, eoff) = unsafe {
-                (
-                    std::ptr::read_volatile((m + 8) as *const u32),
-                    std::ptr::read_volatile((m + 16) as *const u32),
-                )
+            let Some(base) = c.map.and_then(|m| NonNull::new(m as *mut u8)) else {
+                continue;
             };
-            let t = tail.load(Ordering::Acquire);
-            let mut h = head.load(Relaxed);
-            let mut n = 0;
-            while h != t && n <= mask {
-                let at = m + u64::from(eoff) + u64::from(h & mask) * 32;
-                if at + 32 > m + c.mmap_size {
+            // SAFETY: a live mapping of the CQ of `mmap_size` bytes from its
+            // `mmap_offset` (`map_cq`), unmapped only by this process and
+            // not before the view is dropped at the end of this iteration;
+            // this process is its one consumer (forked callers never reap).
+            let ring = match unsafe { CqRingView::new(base, c.mmap_size as usize) } {
+                Ok(r) => r,
+                Err(e) => {
                     self.inconsistent(&format!(
-                        "CQ {} entry {h} at offset {} beyond its mapping of {} bytes",
-                        c.id,
-                        at - m,
-                        c.mmap_size
+                        "CQ {}: its ring does not fit its mapping of {} bytes ({e})",
+                        c.id, c.mmap_size
                     ));
-                    break;
+                    continue;
                 }
-                // SAFETY: an entry inside the mapping, published by the
-                // kernel's release store of tail (acquire above).
-                let e: Cqe = unsafe { std::ptr::read_volatile(at as *const Cqe) };
+            };
+            // At most one ring's worth: the producer index is the kernel's
+            // to move, and this loop must end whatever it says.
+            for _ in 0..ring.entries() {
+                let Some(e) = ring.pop() else { break };
                 self.completion(&c, &e);
-                h = h.wrapping_add(1);
-                n += 1;
             }
-            head.store(h, Ordering::Release);
         }
     }
 

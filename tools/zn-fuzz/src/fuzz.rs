@@ -28,7 +28,7 @@ use zeronic_uapi::{
 
 use crate::child;
 use crate::errnos::{self, Call, ErrnoName};
-use crate::ioc;
+use crate::ioc::{self, raw_ioctl};
 use crate::mem::{ArgPages, Mem, Place};
 use crate::rng::Rng;
 use crate::shared::Shared;
@@ -165,20 +165,6 @@ pub struct Fuzzer<'a> {
     max_bytes: u64,
     /// The last call failed with ENODEV.
     unbound: bool,
-}
-
-/// The raw ioctl; `Ok` with the return value.
-pub fn raw_ioctl(fd: RawFd, cmd: u32, arg: u64) -> Result<i32, Errno> {
-    // SAFETY: `arg` points into this process's fuzzing mappings (argument
-    // pages or other mappings of `mem`, never memory Rust code references)
-    // or at an address no user mapping of ours covers: whatever the kernel
-    // does with it cannot alias a Rust object.
-    let r = unsafe { libc::ioctl(fd, cmd as libc::c_ulong, arg as *mut libc::c_void) };
-    if r < 0 {
-        Err(Errno::last())
-    } else {
-        Ok(r)
-    }
 }
 
 pub(crate) fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {

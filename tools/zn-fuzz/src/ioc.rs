@@ -1,12 +1,38 @@
-//! ioctl command words: the kernel's `_IOC` encoding, the three valid
-//! words, and generators of every other word of the driver's type.
+//! The fuzzer's raw-ioctl layer: the one call that hands the driver any
+//! command word and argument pointer ([`raw_ioctl`]), the kernel's `_IOC`
+//! encoding, the valid words (`zeronic-uapi`'s, which the provider library
+//! `lib/zeronic` uses too), and generators of every other word of the
+//! driver's type. Well-formed calls the fuzzer needs besides (opening the
+//! device, QUERY, reading a mapped CQ) come from the provider library.
 
+use std::os::fd::RawFd;
+
+use nix::errno::Errno;
 use zeronic_uapi::{
     IOCTL_TYPE, IOC_CQ_CREATE, IOC_CQ_DESTROY, IOC_FLOW_ATTACH, IOC_FLOW_DETACH, IOC_FLOW_QUERY,
     IOC_MR_DEREG, IOC_MR_REG, IOC_POST, IOC_QUERY, IOC_STREAM_CONSUME,
 };
 
 use crate::rng::Rng;
+
+/// The raw ioctl; `Ok` with the return value.
+///
+/// `arg` must point into this process's fuzzing mappings (argument pages or
+/// other mappings of `mem`, never memory Rust code references), at a uapi
+/// struct of the caller's that only this call uses, or at an address no
+/// user mapping of ours covers: whatever the kernel does with it then
+/// cannot alias a Rust object. Every caller passes such an address.
+pub fn raw_ioctl(fd: RawFd, cmd: u32, arg: u64) -> Result<i32, Errno> {
+    // SAFETY: `arg` is one of the addresses the contract above lists (the
+    // callers' comments say which), so what the kernel reads or writes
+    // there aliases no Rust reference.
+    let r = unsafe { libc::ioctl(fd, cmd as libc::c_ulong, arg as *mut libc::c_void) };
+    if r < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(r)
+    }
+}
 
 /// `_IOC_NONE`, `_IOC_WRITE`, `_IOC_READ`, both (asm-generic/ioctl.h).
 pub const DIRS: [u32; 4] = [0, 1, 2, 3];

@@ -413,11 +413,7 @@ fn run(args: Args) -> Result<bool> {
     let mut files = Vec::new();
     for _ in 0..args.shared_files {
         files.push(OwnedFd::from(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open("/dev/zeronic")
-                .context("open /dev/zeronic")?,
+            zeronic::open_device_file().context("a shared file")?,
         ));
     }
     let mut socks = Vec::new();

@@ -21,7 +21,8 @@ use zeronic_uapi::{
 };
 
 use crate::errnos::{Call, ErrnoName};
-use crate::fuzz::{bytes_of, from_bytes, raw_ioctl, Expect, FileRef, Fuzzer};
+use crate::fuzz::{bytes_of, from_bytes, Expect, FileRef, Fuzzer};
+use crate::ioc::raw_ioctl;
 use crate::mem::{self, Place};
 
 /// A live CQ of one of the process's files.
