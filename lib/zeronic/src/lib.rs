@@ -8,8 +8,9 @@
 //!   [`Flow::post_recv`]), return stream-ring space ([`Flow::consume`]),
 //!   read its state and counters ([`Flow::query`]), [`Flow::detach`].
 //! - [`Cq`]: reap completions without system calls ([`Cq::pop`]), or sleep
-//!   until one comes through the CQ's eventfd ([`Cq::wait`], or [`Cq::arm`]
-//!   plus `poll`/`epoll` on [`Cq::eventfd`]).
+//!   until one comes through the CQ's eventfd ([`Cq::wait`],
+//!   [`Cq::wait_once`], or [`Cq::arm`] plus `poll`/`epoll` on
+//!   [`Cq::eventfd`]).
 //! - [`Buffer`]: page-aligned anonymous memory to register.
 //! - [`CqRingView`]: the ring of a CQ mapped by the caller (what [`Cq`]
 //!   reads its own mapping through), for tools that create and map CQs
@@ -729,33 +730,43 @@ impl Cq {
     /// not a timeout.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut fds = [PollFd::new(self.efd.as_fd(), PollFlags::POLLIN)];
         loop {
-            if !self.arm() {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if self.wait_once(left)? {
                 return Ok(true);
             }
-            let to = match deadline {
-                None => PollTimeout::NONE,
-                Some(d) => {
-                    // Rounded up: poll() returning 0 then means the deadline
-                    // passed (a truncated 0 ms poll would end the wait early).
-                    let left = d
-                        .saturating_duration_since(Instant::now())
-                        .as_nanos()
-                        .div_ceil(1_000_000);
-                    PollTimeout::try_from(left.min(i32::MAX as u128) as i32)
-                        .unwrap_or(PollTimeout::MAX)
-                }
-            };
-            let woken = poll(&mut fds, to).op("poll of the CQ's eventfd")?;
-            self.clear_event();
-            if !self.is_empty() {
-                return Ok(true);
-            }
-            if woken == 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(false);
             }
         }
+    }
+
+    /// One sleep of [`Cq::wait`]: arms the CQ and, if it is still empty,
+    /// sleeps on its eventfd until that is signalled or `timeout` passes
+    /// (`None`: no limit), then resets the eventfd. Returns whether an entry
+    /// is waiting; EINTR when a signal interrupted the sleep.
+    ///
+    /// Unlike [`Cq::wait`] it returns after any wake-up, also one for
+    /// entries the caller has already popped: for an event loop that has
+    /// other work to look at after each wake-up (zn-perf's flows), which
+    /// then runs its loop once more before it sleeps again.
+    pub fn wait_once(&self, timeout: Option<Duration>) -> Result<bool> {
+        if !self.arm() {
+            return Ok(true);
+        }
+        let to = match timeout {
+            None => PollTimeout::NONE,
+            // Rounded up: poll() returning 0 then means `timeout` passed (a
+            // truncated 0 ms poll would end the wait early).
+            Some(t) => {
+                let ms = t.as_nanos().div_ceil(1_000_000);
+                PollTimeout::try_from(ms.min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
+            }
+        };
+        let mut fds = [PollFd::new(self.efd.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, to).op("poll of the CQ's eventfd")?;
+        self.clear_event();
+        Ok(!self.is_empty())
     }
 }
 

@@ -21,7 +21,7 @@ use crate::report::{
     TestSpec, ZcCounters,
 };
 use crate::stream::{Gen, StreamSum};
-use crate::zn::{self, Buffer, Cq, Cqe, Device, Region, Wr};
+use crate::window::clamp_window;
 use anyhow::{bail, ensure, Context, Result};
 use nix::errno::Errno;
 use nix::libc;
@@ -38,6 +38,7 @@ use std::os::fd::AsFd;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use zn::{Buffer, Cq, Cqe, Device, Flow, Region, Wr};
 
 /// Stream mode: ring bytes given back at least this often while a
 /// large report is worked through.
@@ -591,7 +592,7 @@ impl OffRx {
         Some(wr(
             zn::WR_RECV,
             slot,
-            self.region.key,
+            self.region.key(),
             slot * seg as u64,
             len,
         ))
@@ -602,10 +603,10 @@ struct OffFlow {
     index: u32,
     /// The kernel's flow id.
     id: u32,
-    dev: Arc<Device>,
-    /// FLOW_DETACH done (dropping an attached flow detaches it first, so
-    /// that its CQ, dropped later, can be destroyed).
-    detached: bool,
+    /// The attached flow; None once detached. First of the fields that
+    /// drop: an attached flow is detached before its regions and socket go
+    /// (and so before its CQ, dropped later, is destroyed).
+    flow: Option<Flow>,
     tx: Option<OffTx>,
     rx: Option<OffRx>,
     /// Work requests to post at the next flush.
@@ -631,13 +632,64 @@ fn wr(opcode: u16, wr_id: u64, key: u64, offset: u64, len: usize) -> Wr {
 
 impl Drop for OffFlow {
     fn drop(&mut self) {
-        if !self.detached {
+        if let Some(flow) = self.flow.take() {
             // An error path: detach before the regions and the socket go.
-            if let Err(e) = self.dev.detach(self.id) {
-                eprintln!("zn-perf: flow {}: {e:#}", self.index);
+            if let Err(e) = flow.detach() {
+                eprintln!("zn-perf: flow {}: FLOW_DETACH: {e}", self.index);
             }
         }
     }
+}
+
+/// Opens `/dev/zeronic` for NIC `nic`, which must split received headers
+/// from payloads and merge sends (`RX_SPLIT`, `TX_MERGE`).
+pub fn open_device(nic: u32) -> Result<Arc<Device>> {
+    let dev = Device::open(nic)
+        .with_context(|| format!("opening NIC {nic} (is the zeronic module loaded?)"))?;
+    let q = dev.query().with_context(|| format!("QUERY of NIC {nic}"))?;
+    let need = zn::caps::RX_SPLIT | zn::caps::TX_MERGE;
+    if q.caps & need != need {
+        bail!("NIC {nic} lacks RX_SPLIT/TX_MERGE (caps {:#x})", q.caps);
+    }
+    Ok(dev)
+}
+
+/// Registers all of `buf` with `access` (`zn::ACCESS_*`).
+fn register(dev: &Arc<Device>, buf: &Buffer, access: u32) -> Result<Region> {
+    dev.register(buf, access)
+        .with_context(|| format!("MR_REG of {} bytes (access {access:#x})", buf.len()))
+}
+
+/// A zeroed buffer of `len` bytes to register.
+fn buffer(len: usize) -> Result<Buffer> {
+    Buffer::new(len).with_context(|| format!("buffer of {len} bytes"))
+}
+
+/// Sleeps until `cq` may hold an entry or `timeout` passes: one sleep, so
+/// any wake-up gives the caller's loop a turn (flushes, sends, its stall
+/// and deadline checks); a signal ends the sleep as a timeout does.
+///
+/// Written here with the library's `arm`/`eventfd`/`clear_event` rather
+/// than calling `Cq::wait_once` (the same steps): under one TCG vCPU the
+/// library's call made the clean-stream case of `zc_perf.sh` run faster
+/// and never close the receive window, which that case must see (its
+/// `TcpExtTCPToZeroWindowAdv` floor); this form keeps zn.rs's behaviour.
+fn sleep_on(cq: &Cq, timeout: Duration) -> Result<()> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    if !cq.arm() {
+        return Ok(());
+    }
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let mut fds = [PollFd::new(cq.eventfd(), PollFlags::POLLIN)];
+    match poll(
+        &mut fds,
+        PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+    ) {
+        Ok(_) | Err(Errno::EINTR) => {}
+        Err(e) => return Err(e).context("poll of the CQ's eventfd"),
+    }
+    cq.clear_event();
+    Ok(())
 }
 
 impl OffFlow {
@@ -659,13 +711,13 @@ impl OffFlow {
         let gen = Gen::new(spec.seed.wrapping_add(u64::from(index)));
         let tx = if send {
             let d = depth(opts.tx_depth, spec.msg_size);
-            let buf = Buffer::new(s * d as usize)?;
+            let buf = buffer(s * d as usize)?;
             if !spec.verify {
                 // Filled once: the sender never touches the payload again.
                 // SAFETY: nothing is posted yet.
                 gen.fill(0, unsafe { buf.slice_mut(0, buf.len()) });
             }
-            let region = dev.register(&buf, zn::ACCESS_READ)?;
+            let region = register(dev, &buf, zn::ACCESS_READ)?;
             Some(OffTx {
                 region,
                 buf,
@@ -687,10 +739,10 @@ impl OffFlow {
             let (buf, kind) = match opts.rx {
                 RxKind::Message => {
                     let d = depth(opts.rx_depth, spec.msg_size);
-                    (Buffer::new(s * d as usize)?, RxBuf::Msg { seg: s })
+                    (buffer(s * d as usize)?, RxBuf::Msg { seg: s })
                 }
                 RxKind::Stream => (
-                    Buffer::new(opts.ring as usize)?,
+                    buffer(opts.ring as usize)?,
                     RxBuf::Stream { size: opts.ring },
                 ),
             };
@@ -702,14 +754,15 @@ impl OffFlow {
                 // application may lag by the rest before a byte finds
                 // nothing posted.
                 let clamp = (buf.len() / 4).clamp(64 << 10, WINDOW_MAX) as u32;
-                zn::clamp_window(sock.as_fd(), clamp).with_context(|| format!("flow {index}"))?;
+                clamp_window(sock.as_fd(), clamp).with_context(|| format!("flow {index}"))?;
             }
-            let region = dev.register(&buf, zn::ACCESS_WRITE)?;
+            let region = register(dev, &buf, zn::ACCESS_WRITE)?;
             let mode = match kind {
                 RxBuf::Msg { .. } => zn::RxMode::Message,
                 RxBuf::Stream { size } => zn::RxMode::Stream {
-                    ring_key: region.key,
-                    ring_size: size,
+                    key: region.key(),
+                    offset: 0,
+                    size,
                 },
             };
             let rx = OffRx {
@@ -733,14 +786,20 @@ impl OffFlow {
         } else {
             (None, zn::RxMode::Message)
         };
-        let id = dev
+        let flow = dev
             .attach(sock.as_fd(), cq, mode)
-            .with_context(|| format!("flow {index}"))?;
+            .with_context(|| format!("flow {index}: FLOW_ATTACH ({mode:?})"))?;
+        if flow.nic() != dev.nic() {
+            bail!(
+                "flow {index}: the socket runs on NIC {} but zn-perf registered memory on NIC {} (--nic)",
+                flow.nic(),
+                dev.nic()
+            );
+        }
         let mut f = Self {
             index,
-            id,
-            dev: dev.clone(),
-            detached: false,
+            id: flow.id(),
+            flow: Some(flow),
             tx,
             rx,
             wrs: Vec::new(),
@@ -796,7 +855,7 @@ impl OffFlow {
             self.wrs.push(wr(
                 zn::WR_SEND,
                 u64::from(slot),
-                tx.region.key,
+                tx.region.key(),
                 off as u64,
                 n,
             ));
@@ -814,21 +873,37 @@ impl OffFlow {
     /// after completions were reaped.
     fn flush(&mut self) -> Result<()> {
         if !self.wrs.is_empty() {
-            let n = self
-                .dev
-                .post(self.id, &self.wrs)
-                .with_context(|| format!("flow {}", self.index))?;
+            let n = self.attached()?.post(&self.wrs).with_context(|| {
+                format!(
+                    "flow {}: POST of {} requests (first: {:?})",
+                    self.index,
+                    self.wrs.len(),
+                    self.wrs.first()
+                )
+            })?;
             self.wrs.drain(..n);
         }
         if let Some(to) = self.consume_to.take() {
-            self.dev
-                .consume(self.id, to)
-                .with_context(|| format!("flow {}", self.index))?;
+            self.consume(to)?;
             if let Some(rx) = &mut self.rx {
                 rx.consumed = rx.consumed.max(to);
             }
         }
         Ok(())
+    }
+
+    /// The attached flow (an error once detached).
+    fn attached(&self) -> Result<&Flow> {
+        self.flow
+            .as_ref()
+            .with_context(|| format!("flow {}: already detached", self.index))
+    }
+
+    /// `ZERONIC_IOC_STREAM_CONSUME`: ring bytes below `to` are free.
+    fn consume(&self, to: u64) -> Result<()> {
+        self.attached()?
+            .consume(to)
+            .with_context(|| format!("flow {}: STREAM_CONSUME to {to}", self.index))
     }
 
     /// Handles one completion of this flow.
@@ -928,9 +1003,11 @@ impl OffFlow {
                     // that the NIC never finds the ring full while this end
                     // works through a large report.
                     if pos < end {
-                        self.dev
-                            .consume(self.id, pos)
-                            .with_context(|| format!("flow {index}"))?;
+                        // (`self.attached()` would borrow all of `self`, `rx` with it.)
+                        let flow = (self.flow.as_ref())
+                            .with_context(|| format!("flow {index}: already detached"))?;
+                        flow.consume(pos)
+                            .with_context(|| format!("flow {index}: STREAM_CONSUME to {pos}"))?;
                         rx.consumed = rx.consumed.max(pos);
                     }
                 }
@@ -986,7 +1063,10 @@ impl OffFlow {
 
     /// The kernel's counters of the flow.
     fn counters(&self) -> Result<Counters> {
-        let q = self.dev.query_flow(self.id)?;
+        let q = self
+            .attached()?
+            .query()
+            .with_context(|| format!("FLOW_QUERY of flow {}", self.id))?;
         Ok(Counters {
             state: zn::flow_state_name(q.state).into(),
             rx_placed_bytes: q.rx_placed_bytes,
@@ -1026,11 +1106,9 @@ impl OffFlow {
 
     /// `ZERONIC_IOC_FLOW_DETACH`, once.
     fn detach(&mut self) -> Result<()> {
-        if !self.detached {
-            self.detached = true;
-            self.dev
-                .detach(self.id)
-                .with_context(|| format!("flow {}", self.index))?;
+        if let Some(flow) = self.flow.take() {
+            flow.detach()
+                .with_context(|| format!("flow {}: FLOW_DETACH of flow {}", self.index, self.id))?;
         }
         Ok(())
     }
@@ -1117,7 +1195,7 @@ fn finish_flows(flows: &mut [&mut OffFlow], cq: &Cq, timeout: Duration) -> Resul
                 timeout.as_secs_f64()
             );
         }
-        cq.wait(until - now)?;
+        sleep_on(cq, until - now)?;
     }
     for f in flows.iter() {
         if f.tx.is_some() {
@@ -1169,7 +1247,7 @@ fn cq_entries(opts: &SideOpts, spec: &TestSpec, flows: usize) -> u32 {
         RxKind::Stream => STREAM_NOTES,
     };
     let per = depth(opts.tx_depth, spec.msg_size) + rx + 2;
-    (2 * per as usize * flows + 16).min(zn::CQ_MAX as usize) as u32
+    (2 * per as usize * flows + 16).min(zn::CQ_MAX_ENTRIES as usize) as u32
 }
 
 /// One event loop's offloaded flows and their CQ.
@@ -1182,7 +1260,7 @@ struct OffWorker {
 
 impl OffWorker {
     fn stall_error(&self, stall: Duration) -> anyhow::Error {
-        let (head, tail) = self.cq.pending();
+        let (head, tail) = self.cq.indices();
         let flows: Vec<String> = self.flows.iter().map(OffFlow::describe).collect();
         anyhow::anyhow!(
             "no completion for {:.0} s (CQ head {head} tail {tail}): {}",
@@ -1231,7 +1309,7 @@ impl OffWorker {
                     t = t.min(d - now + Duration::from_millis(1));
                 }
             }
-            self.cq.wait(t)?;
+            sleep_on(&self.cq, t)?;
         }
     }
 
@@ -1285,7 +1363,7 @@ impl Conn {
                     flow.describe()
                 );
             }
-            cq.wait(until - now)?;
+            sleep_on(cq, until - now)?;
         }
     }
 
@@ -1306,7 +1384,7 @@ impl Conn {
                 let w = wr(
                     zn::WR_SEND,
                     u64::from(slot),
-                    tx.region.key,
+                    tx.region.key(),
                     off as u64,
                     data.len(),
                 );
@@ -1534,11 +1612,11 @@ pub fn prepare(
                 opts.ring.is_power_of_two() && opts.ring >= 4096,
                 "--ring must be a power of two of at least 4096"
             );
-            let dev = Device::open(opts.nic)?;
+            let dev = open_device(opts.nic)?;
             let send = matches!(role, Role::Send | Role::Ping | Role::Echo | Role::Both);
             let recv = matches!(role, Role::Recv | Role::Ping | Role::Echo | Role::Both);
             if latency {
-                let cq = dev.cq(cq_entries(opts, spec, 1))?;
+                let cq = dev.create_cq(cq_entries(opts, spec, 1))?;
                 let sock = socks.into_iter().next().context("no socket")?;
                 let flow = OffFlow::attach(&dev, &cq, opts, spec, 0, sock, send, recv)?;
                 Work::Lat(Conn::Off {
@@ -1554,7 +1632,7 @@ pub fn prepare(
                 }
                 let mut workers = Vec::new();
                 for group in per {
-                    let cq = dev.cq(cq_entries(opts, spec, group.len()))?;
+                    let cq = dev.create_cq(cq_entries(opts, spec, group.len()))?;
                     let mut flows = Vec::new();
                     let mut by_id = HashMap::new();
                     for (i, sock) in group {

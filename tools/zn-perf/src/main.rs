@@ -21,7 +21,7 @@ mod icount;
 mod proto;
 mod report;
 mod stream;
-mod zn;
+mod window;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -298,7 +298,9 @@ fn print_doc(doc: &Document) -> Result<()> {
 }
 
 fn query(a: &QueryArgs) -> Result<ExitCode> {
-    let q = zn::Device::open(a.nic)?.query()?;
+    let q = engine::open_device(a.nic)?
+        .query()
+        .with_context(|| format!("QUERY of NIC {}", a.nic))?;
     if a.json {
         let v = serde_json::json!({
             "nic": a.nic,
