@@ -193,6 +193,10 @@ pub(crate) struct CmdQueue {
 
 impl CmdQueue {
     /// Allocates the rings (enabled by [`CmdQueue::enable`]).
+    ///
+    /// # Errors
+    ///
+    /// - `ENOMEM` if the rings or the slot, waiter and backlog lists cannot be allocated.
     pub(crate) fn new(
         dev: &Device<Bound>,
         regs: Arc<NicRegs>,
@@ -225,6 +229,13 @@ impl CmdQueue {
     }
 
     /// Enables both queues on the NIC (hardware spec §3). Process context.
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV` if the rings were taken away, or once the device is unbound.
+    /// - `EIO` if the NIC refuses a queue's configuration.
+    /// - `ETIMEDOUT` if the NIC does not answer.
+    /// - `EINVAL` as [`Regs::w32`].
     pub(crate) fn enable(&self) -> Result {
         // Programmed under the lock; the wait for the NIC (which sleeps)
         // needs only the register blocks.
@@ -267,8 +278,12 @@ impl CmdQueue {
     /// and `waiter` (unless `*waiting`, which says it is registered already;
     /// set here when it is) is called once the backlog has room. The
     /// submitter keeps its command until then and submits it again.
-    /// `ENODEV` once the queue is closed, `ENOMEM` if the waiters cannot
-    /// grow (more of them than flows).
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV` once the queue is closed, or the device is unbound.
+    /// - `ENOMEM` if the waiters cannot grow (more of them than flows).
+    /// - `EINVAL` as [`Regs::w32`].
     pub(crate) fn submit_or_wait(
         &self,
         cmd: [u8; 64],
@@ -291,6 +306,11 @@ impl CmdQueue {
     /// Registers `waiter` to be called when the backlog has room (unless
     /// `*waiting`). For a submitter that just posted commands and stops to
     /// let others have the ring: their completions make sure it is called.
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV` once the queue is closed.
+    /// - `ENOMEM` if the waiters cannot grow (more of them than flows).
     pub(crate) fn want_room(&self, waiter: &Arc<dyn CmdRoom>, waiting: &mut bool) -> Result {
         let mut inner = self.inner.lock();
         if !inner.accepting {
@@ -315,12 +335,19 @@ impl CmdQueue {
     ///
     /// Process context (sleeps, polling the completion queue itself so that
     /// it does not depend on the interrupt). The command may wait behind a
-    /// long backlog: the wait ends with `ETIMEDOUT` only once the NIC has
-    /// completed no command at all for `timeout_ms` (or `EIO` once it
-    /// reports a fatal error). The queue is then closed: the caller must
-    /// treat the NIC as broken and the command as possibly still executing.
-    /// `ENODEV` if the queue is closed, before anything was posted. At most
-    /// one command is waited for at a time (the caller's lock sees to it).
+    /// long backlog: the wait times out only once the NIC has completed no
+    /// command at all for `timeout_ms`. If the wait fails once the command
+    /// is posted, the queue is closed: the caller must treat the NIC as
+    /// broken and the command as possibly still executing. At most one
+    /// command is waited for at a time (the caller's lock sees to it).
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV` if the queue is closed (nothing posted), or the device is unbound.
+    /// - `ETIMEDOUT` once the NIC has completed no command at all for `timeout_ms`.
+    /// - `EIO` once the NIC reports a fatal error (`DEV_STATUS_FATAL`).
+    /// - `EBUSY` if the backlog is full (only if two callers wait at once).
+    /// - `EINVAL` as [`Regs::w32`].
     pub(crate) fn wait(&self, cmd: [u8; 64], timeout_ms: i64) -> Result<CmdCompletion> {
         let (cookie, mut seen) = {
             let mut inner = self.inner.lock();

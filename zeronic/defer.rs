@@ -53,6 +53,10 @@ pub(crate) struct DropInProcess<T: Send + Sync + 'static>(ManuallyDrop<Pin<KBox<
 
 impl<T: Send + Sync + 'static> DropInProcess<T> {
     /// Wraps `value` (allocates; process context).
+    ///
+    /// # Errors
+    ///
+    /// - `ENOMEM` if the holder cannot be allocated.
     pub(crate) fn new(value: T) -> Result<Self> {
         let boxed = KBox::pin_init(
             pin_init!(Deferred {

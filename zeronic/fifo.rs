@@ -20,6 +20,10 @@ pub(crate) struct Fifo<T> {
 
 impl<T> Fifo<T> {
     /// An empty queue with room for `capacity` values (process context).
+    ///
+    /// # Errors
+    ///
+    /// - `ENOMEM` if the entries cannot be allocated.
     pub(crate) fn new(capacity: usize) -> Result<Self> {
         let mut entries = KVVec::with_capacity(capacity, GFP_KERNEL)?;
         for _ in 0..capacity {

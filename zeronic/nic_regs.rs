@@ -39,6 +39,12 @@ pub(crate) struct Regs<'a> {
 
 impl NicRegs {
     /// Maps BAR0 and BAR2 of `pdev`, device-managed.
+    ///
+    /// # Errors
+    ///
+    /// - `EBUSY` if a BAR's region is claimed already.
+    /// - `ENOMEM` if a BAR is empty or cannot be mapped, or its release cannot be registered.
+    /// - `EINVAL` if a BAR is smaller than the size the driver maps.
     pub(crate) fn new(pdev: &pci::Device<kernel::device::Bound>) -> Result<Self> {
         let bar0 = pdev.iomap_region_sized::<BAR0_SIZE>(0, c"zeronic/bar0")?;
         let bar2 = pdev.iomap_region_sized::<{ regs::BAR2_SIZE }>(2, c"zeronic/bar2")?;
@@ -48,7 +54,11 @@ impl NicRegs {
         })
     }
 
-    /// Returns the registers, or `ENODEV` once the device is unbound.
+    /// Returns the registers.
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV` once the device is unbound.
     #[inline]
     pub(crate) fn get(&self) -> Result<Regs<'_>> {
         Ok(Regs {
@@ -60,24 +70,40 @@ impl NicRegs {
 
 impl Regs<'_> {
     /// Reads a 32-bit register of BAR2.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the register at `off` lies outside BAR2.
     #[inline]
     pub(crate) fn r32(&self, off: usize) -> Result<u32> {
         (&*self.bar2).try_read32(off)
     }
 
     /// Writes a 32-bit register of BAR2.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the register at `off` lies outside BAR2.
     #[inline]
     pub(crate) fn w32(&self, off: usize, val: u32) -> Result {
         (&*self.bar2).try_write32(val, off)
     }
 
     /// Reads a 64-bit register (statistics) of BAR2.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the register at `off` lies outside BAR2.
     #[inline]
     pub(crate) fn r64(&self, off: usize) -> Result<u64> {
         (&*self.bar2).try_read64(off)
     }
 
     /// Writes a 64-bit register (ring bases) of BAR2.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the register at `off` lies outside BAR2.
     #[inline]
     pub(crate) fn w64(&self, off: usize, val: u64) -> Result {
         (&*self.bar2).try_write64(val, off)
@@ -87,6 +113,10 @@ impl Regs<'_> {
     ///
     /// Orders every earlier store (ring entries in guest RAM, BAR2 indices)
     /// before the doorbell, as the hardware spec's §5 asks.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the doorbell register lies outside BAR0 (never: it is fixed).
     #[inline]
     pub(crate) fn doorbell(&self, db: u16) -> Result {
         mb(Write);

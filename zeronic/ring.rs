@@ -52,6 +52,11 @@ pub(crate) struct Ring<const E: usize> {
 impl<const E: usize> Ring<E> {
     /// Allocates a zeroed ring of `entries` entries (a power of two, at most
     /// `MAX_RING`) for the queue whose register block is at `block`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `entries` is not a power of two or exceeds `MAX_RING`.
+    /// - `ENOMEM` if the DMA memory cannot be allocated.
     pub(crate) fn new(dev: &Device<Bound>, entries: u32, block: usize) -> Result<Self> {
         if !entries.is_power_of_two() || entries > regs::MAX_RING {
             return Err(EINVAL);
@@ -79,6 +84,10 @@ impl<const E: usize> Ring<E> {
     }
 
     /// Writes the entry of free-running index `index`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the slot lies outside the ring (never: the index is masked).
     #[inline]
     pub(crate) fn write(&self, index: u32, entry: [u8; E]) -> Result {
         io_project!(&self.mem, [try: self.slot(index)]).copy_write(entry);
@@ -86,6 +95,10 @@ impl<const E: usize> Ring<E> {
     }
 
     /// Reads the entry of free-running index `index`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the slot lies outside the ring (never: the index is masked).
     #[inline]
     pub(crate) fn read(&self, index: u32) -> Result<[u8; E]> {
         Ok(io_project!(&self.mem, [try: self.slot(index)]).copy_read())
@@ -98,6 +111,10 @@ impl<const E: usize> Ring<E> {
     }
 
     /// The producer index register's current value.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` as [`Regs::r32`].
     #[inline]
     pub(crate) fn prod(&self, r: &Regs<'_>) -> Result<u32> {
         r.r32(self.reg(regs::Q_PROD))
@@ -105,9 +122,14 @@ impl<const E: usize> Ring<E> {
 
     /// Programs the queue and enables it, then waits until the NIC accepts it.
     ///
-    /// Process context (sleeps). `EIO` if the NIC refuses the configuration
-    /// (`Q_STATUS_ERROR`, reason in `Q_ERROR`), `ETIMEDOUT` if it does not
-    /// answer.
+    /// Process context (sleeps).
+    ///
+    /// # Errors
+    ///
+    /// - `EIO` if the NIC refuses the configuration (`Q_STATUS_ERROR`, reason in `Q_ERROR`).
+    /// - `ETIMEDOUT` if the NIC does not answer within `QUEUE_TIMEOUT_MS`.
+    /// - `ENODEV` once the device is unbound.
+    /// - `EINVAL` as [`Regs::w32`].
     pub(crate) fn enable(&self, nic: &NicRegs) -> Result {
         self.start_enable(&nic.get()?)?;
         wait_enabled(nic, self.block)
@@ -116,6 +138,10 @@ impl<const E: usize> Ring<E> {
     /// Programs the queue and sets its enable bit, without waiting for the
     /// NIC to accept it (see [`wait_enabled`]): for a ring that lives under
     /// a spinlock.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` as [`Regs::w32`], [`Regs::w64`] and [`Regs::doorbell`].
     pub(crate) fn start_enable(&self, r: &Regs<'_>) -> Result<usize> {
         r.w32(self.reg(regs::Q_CTRL), 0)?;
         r.w64(self.reg(regs::Q_BASE), self.mem.dma_address())?;
@@ -129,6 +155,12 @@ impl<const E: usize> Ring<E> {
 
     /// Disables the queue and waits until the NIC has let go of the ring
     /// (`Q_STATUS` reads 0). Process context (sleeps).
+    ///
+    /// # Errors
+    ///
+    /// - `ETIMEDOUT` if the NIC does not let go within `QUEUE_TIMEOUT_MS`.
+    /// - `ENODEV` once the device is unbound.
+    /// - `EINVAL` as [`Regs::w32`].
     pub(crate) fn disable(&self, nic: &NicRegs) -> Result {
         {
             let r = nic.get()?;
@@ -142,8 +174,14 @@ impl<const E: usize> Ring<E> {
 }
 
 /// Waits until the NIC accepted the queue whose register block is at `block`
-/// (after [`Ring::start_enable`]). Process context (sleeps). `EIO` if the NIC
-/// refuses the configuration, `ETIMEDOUT` if it does not answer.
+/// (after [`Ring::start_enable`]). Process context (sleeps).
+///
+/// # Errors
+///
+/// - `EIO` if the NIC refuses the configuration (`Q_STATUS_ERROR`).
+/// - `ETIMEDOUT` if the NIC does not answer within `QUEUE_TIMEOUT_MS`.
+/// - `ENODEV` once the device is unbound.
+/// - `EINVAL` as [`Regs::r32`].
 pub(crate) fn wait_enabled(nic: &NicRegs, block: usize) -> Result {
     poll_until(nic, QUEUE_TIMEOUT_MS, |r| {
         let st = r.r32(block + regs::Q_STATUS)?;
@@ -163,7 +201,13 @@ pub(crate) fn wait_enabled(nic: &NicRegs, block: usize) -> Result {
 /// Sleeps in steps until `done` returns `true`, at most `timeout_ms`.
 ///
 /// Each check is its own short register section, so nothing is held across
-/// the sleeps. Process context only. `ETIMEDOUT` on timeout.
+/// the sleeps. Process context only.
+///
+/// # Errors
+///
+/// - `ETIMEDOUT` if `done` has not returned `true` after `timeout_ms`.
+/// - `ENODEV` once the device is unbound.
+/// - Any error `done` returns.
 pub(crate) fn poll_until(
     nic: &NicRegs,
     timeout_ms: i64,
