@@ -126,6 +126,10 @@ pub(crate) fn init_registry() {
 ///
 /// Indices are stable: a NIC keeps its index while bound, and an unbound
 /// NIC's index is free for the next bind (lowest free first).
+///
+/// # Errors
+///
+/// - `ENODEV` if no NIC is bound at index `nic`.
 pub(crate) fn lookup(nic: u32) -> Result<(Arc<Control>, u32)> {
     let nics = NICS.lock();
     // CAST: usize -> u32; at most a handful of NICs are ever bound.
@@ -330,6 +334,10 @@ pub(crate) struct Commands<'a> {
 impl Control {
     /// Allocates the command queues of a freshly reset NIC; they are enabled
     /// by [`Control::enable`].
+    ///
+    /// # Errors
+    ///
+    /// - `ENOMEM` if the command queue, the flow table or the `Control` cannot be allocated.
     pub(crate) fn new(
         pdev: &pci::Device<Bound>,
         regs: Arc<NicRegs>,
@@ -445,6 +453,10 @@ impl Control {
     }
 
     /// Enables the command queues (hardware spec §3).
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV`, `EIO`, `ETIMEDOUT`, `EINVAL` as [`CmdQueue::enable`].
     pub(crate) fn enable(&self) -> Result {
         self.cmdq.enable()
     }
@@ -457,7 +469,11 @@ impl Control {
     /// Posts `cmd` without waiting; its completion goes to `on_done`. Any
     /// context. `Ok(false)` if the backlog is full: nothing was posted and
     /// `waiter` is called back once there is room ([`CmdQueue::submit_or_wait`]).
-    /// `ENODEV` once the NIC is broken or going away.
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV` once the NIC is broken or going away.
+    /// - `ENOMEM`, `EINVAL` as [`CmdQueue::submit_or_wait`].
     pub(crate) fn submit_or_wait(
         &self,
         cmd: [u8; 64],
@@ -470,12 +486,20 @@ impl Control {
 
     /// Has `waiter` called back once the backlog has room
     /// ([`CmdQueue::want_room`]).
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV`, `ENOMEM` as [`CmdQueue::want_room`].
     pub(crate) fn want_room(&self, waiter: &Arc<dyn CmdRoom>, waiting: &mut bool) -> Result {
         self.cmdq.want_room(waiter, waiting)
     }
 
     /// Adds this NIC to [`NICS`] at the lowest free index; `/dev/zeronic`
     /// files can use it from now on.
+    ///
+    /// # Errors
+    ///
+    /// - `ENOMEM` if the registry cannot grow.
     pub(crate) fn publish(self: &Arc<Self>) -> Result<u32> {
         let mut nics = NICS.lock();
         let free = nics.iter().position(Option::is_none);
@@ -563,12 +587,17 @@ impl Control {
         }
     }
 
-    /// Whether a new flow may be attached to port `port`: `EOPNOTSUPP` while
-    /// the port's header/data split is off (`ethtool -G zn0 tcp-data-split
-    /// off`, `docs/uapi.md`), `ENODEV` for a port the NIC does not have.
+    /// Whether a new flow may be attached to port `port`: not while the
+    /// port's header/data split is off (`ethtool -G zn0 tcp-data-split off`,
+    /// `docs/uapi.md`).
     ///
     /// Flows attached before it was turned off are left alone; an attach
     /// that passed this check before is one of them.
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV` for a port the NIC does not have.
+    /// - `EOPNOTSUPP` while the port's header/data split is off.
     pub(crate) fn flow_attach_allowed(&self, port: u32) -> Result {
         if port >= self.identity.ports {
             return Err(ENODEV);
@@ -671,8 +700,12 @@ impl Control {
         self.mr_in_use.fetch_sub(1, Relaxed);
     }
 
-    /// Takes one MR Table entry from `uid`'s share: `ENOSPC` if the user
-    /// holds `mr_user_max` already.
+    /// Takes one MR Table entry from `uid`'s share.
+    ///
+    /// # Errors
+    ///
+    /// - `ENOSPC` if the user holds `mr_user_max` entries already.
+    /// - `ENOMEM` if the list of shares cannot grow.
     pub(crate) fn take_share(&self, uid: Kuid) -> Result {
         let mut inner = self.inner.lock();
         let max = self.mr_user_max;
@@ -710,8 +743,13 @@ impl Control {
 
     /// Runs `f` with the bound device and the right to issue commands.
     ///
-    /// `ENODEV` once the NIC is being unbound, `EIO` once it stopped
-    /// answering. Process context (sleeps); holds the command mutex.
+    /// Process context (sleeps); holds the command mutex.
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV` once the NIC is being unbound.
+    /// - `EIO` once the NIC stopped answering.
+    /// - Any error `f` returns.
     pub(crate) fn with_bound<R>(
         &self,
         f: impl FnOnce(&Device<Bound>, &mut Commands<'_>) -> Result<R>,
@@ -747,11 +785,14 @@ impl Commands<'_> {
     /// Executes one 64-byte command and returns its completion.
     ///
     /// The cookie is filled in here. A completion whose status is not `ST_OK`
-    /// is returned as is (the caller maps it); `ENOMEM` if the command could
-    /// not be queued; `EIO` if the NIC does not complete the command (it
-    /// completes nothing for `cmd_timeout_ms`), after which the NIC is considered
-    /// broken: it may still execute the command, so memory the command
-    /// names must be held (see [`Commands::hold`]).
+    /// is returned as is (the caller maps it). If the NIC does not complete
+    /// the command (it completes nothing for `cmd_timeout_ms`), the NIC is
+    /// considered broken: it may still execute the command, so memory the
+    /// command names must be held (see [`Commands::hold`]).
+    ///
+    /// # Errors
+    ///
+    /// - `EIO` if [`CmdQueue::wait`] fails (not posted, or not completed in time).
     pub(crate) fn exec(&mut self, cmd: [u8; 64]) -> Result<CmdCompletion> {
         let opcode = u16::from_le_bytes([cmd[0], cmd[1]]);
         match self.control.cmdq.wait(cmd, cmd_timeout_ms()) {
