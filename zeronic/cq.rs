@@ -188,7 +188,13 @@ impl Cq {
 
     /// A CQ of `entries` entries (checked by the caller) whose wake-ups go to
     /// the eventfd `eventfd` (`-1`: none), its pages charged to the current
-    /// user (`ENOMEM` beyond `RLIMIT_MEMLOCK`, see the module documentation).
+    /// user (see the module documentation).
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `entries` is not a power of two within the uAPI's bounds.
+    /// - `EBADF` if `eventfd` is not an open eventfd.
+    /// - `ENOMEM` beyond `RLIMIT_MEMLOCK`, or if the pages cannot be allocated.
     pub(crate) fn new(id: u32, entries: u32, eventfd: i32) -> Result<Arc<Self>> {
         if !entries.is_power_of_two()
             || !(uapi::CQ_MIN_ENTRIES..=uapi::CQ_MAX_ENTRIES).contains(&entries)
@@ -232,6 +238,11 @@ impl Cq {
     /// Maps the CQ into `vma` (exactly [`Cq::map_size`] bytes). The mapping
     /// (and every VMA split or moved from it) holds a reference to the CQ,
     /// and so its pages' charge, until it is unmapped.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `vma` is not exactly [`Cq::map_size`] bytes long.
+    /// - `ENOMEM`, `EBUSY`, `EFAULT` as `vm_insert_page` (a page cannot be inserted).
     pub(crate) fn map_into(self: &Arc<Self>, vma: &VmaNew) -> Result {
         self.ring.map_into(vma)?;
         let raw = vma.as_ptr();
@@ -255,7 +266,11 @@ impl Cq {
         self.entries - unread - inner.reserved.min(self.entries - unread)
     }
 
-    /// Reserves `n` entries for completions to come; `EAGAIN` if fewer are free.
+    /// Reserves `n` entries for completions to come.
+    ///
+    /// # Errors
+    ///
+    /// - `EAGAIN` if fewer than `n` entries are free.
     pub(crate) fn reserve(&self, n: u32) -> Result {
         let mut inner = self.inner.lock();
         if self.free(&inner) < n {
@@ -271,8 +286,12 @@ impl Cq {
         inner.reserved = inner.reserved.saturating_sub(n);
     }
 
-    /// Adds an entry; with [`Credit::Free`], `EAGAIN` if none is free. The
-    /// application is woken by the next [`Cq::notify`].
+    /// Adds an entry. The application is woken by the next [`Cq::notify`].
+    ///
+    /// # Errors
+    ///
+    /// - `EAGAIN` with [`Credit::Free`] if no entry is free.
+    /// - `EINVAL` if the entry lies outside the pages (never: the slot is masked).
     pub(crate) fn post(&self, cqe: &Cqe, credit: Credit) -> Result {
         let mut inner = self.inner.lock();
         match credit {

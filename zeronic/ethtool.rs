@@ -116,6 +116,10 @@ pub(crate) fn channels() -> Channels {
 
 /// `ethtool -L`: the core has checked the counts against the maxima (which
 /// are the current counts), so only fewer channels can be asked for here.
+///
+/// # Errors
+///
+/// - `EINVAL` if `counts` differs from the fixed channels.
 pub(crate) fn set_channels(counts: &ChannelCounts) -> Result {
     if *counts == CHANNELS {
         Ok(())
@@ -134,6 +138,10 @@ pub(crate) const RING_PARAMS: RingParamSupport =
 
 /// Checks a ring size asked for (the core checked it against
 /// [`max_slots`]) and rounds it up to a power of two, as the NIC's rings are.
+///
+/// # Errors
+///
+/// - `EINVAL` if `asked` is below `MIN_SLOTS`.
 pub(crate) fn ring_size(asked: u32, extack: &mut ExtAck<'_>) -> Result<u32> {
     if asked < MIN_SLOTS {
         extack.set_msg(c"rings have at least 16 entries");
@@ -263,6 +271,10 @@ pub(crate) fn coalesce(cfg: &PortConfig, mtu: u32) -> Coalesce {
 
 /// `ethtool -C`: the configuration `c` asks for at `mtu`, or why the NIC
 /// cannot do it (nothing changes then).
+///
+/// # Errors
+///
+/// - `EINVAL` if a setting is out of range or contradictory (reason in `extack`).
 pub(crate) fn set_coalesce(
     cfg: &PortConfig,
     c: &Coalesce,

@@ -146,6 +146,10 @@ impl Events {
     }
 
     /// Enables the event queue (process context, before the IRQ is requested).
+    ///
+    /// # Errors
+    ///
+    /// - `EIO`, `ETIMEDOUT`, `ENODEV`, `EINVAL` as [`Ring::enable`].
     pub(crate) fn enable(&self) -> Result {
         self.evq.as_ref().ok_or(ENODEV)?.enable(&self.regs)
     }

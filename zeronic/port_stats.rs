@@ -131,6 +131,10 @@ pub(crate) const NAMES: [&CStr; STATS.len() + QUEUE_STATS.len() + ZC.len()] = {
 
 /// Reads port `port`'s NIC counters into the first `STATS.len()` of
 /// `values`; an unbound NIC leaves them as they are.
+///
+/// # Errors
+///
+/// - `EINVAL` as [`Regs::r64`] (a counter outside BAR2).
 pub(crate) fn read_hw(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
     let base = regs::port_block(port) + regs::PORT_STATS;
     for (value, (_, slot)) in values.iter_mut().zip(STATS.iter()) {

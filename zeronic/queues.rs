@@ -424,6 +424,11 @@ pub(crate) struct TxRing {
 impl TxRing {
     /// A ring of `slots` entries (a power of two) with buffers for `mtu`;
     /// with `tso`, also `TSO_BUFS` buffers for plain TSO sends.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `slots` is not a power of two or exceeds `MAX_RING`.
+    /// - `ENOMEM` if the rings, the buffers or the bookkeeping cannot be allocated.
     pub(crate) fn new(
         dev: &Device<Bound>,
         port: u32,
@@ -636,6 +641,11 @@ pub(crate) struct RxRing {
 
 impl RxRing {
     /// A ring of `slots` entries (a power of two) with buffers for `mtu`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `slots` is not a power of two or exceeds `MAX_RING`.
+    /// - `ENOMEM` if the rings or the buffers cannot be allocated.
     pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32, slots: u32) -> Result<Self> {
         let (buf_len, _) = ring_geometry(mtu);
         let block = regs::port_block(port);
@@ -665,6 +675,10 @@ impl RxRing {
     }
 
     /// Posts every buffer of a freshly enabled ring and rings `DB_RX`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` as [`Ring::write`] and [`Regs::w32`] (never: slots and registers are in range).
     pub(crate) fn fill(&mut self, r: &Regs<'_>) -> Result {
         while self.posted.wrapping_sub(self.cons) < self.rxq.entries() {
             self.post_one()?;
@@ -709,6 +723,10 @@ impl Queues {
     }
 
     /// Masks or unmasks both vectors of the port (`VEC_MASK`).
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` as [`Regs::w32`].
     pub(crate) fn mask_vectors(&self, r: &Regs<'_>, masked: bool) -> Result {
         for v in [regs::vec_rx(self.port), regs::vec_tx(self.port)] {
             r.w32(regs::vec_block(v) + regs::VEC_MASK, u32::from(masked))?;
