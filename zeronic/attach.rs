@@ -372,6 +372,23 @@ fn exec_confirms(ctl: &Control, cmd: [u8; 64]) -> bool {
 }
 
 /// Attaches the socket of `file` as flow `arg.id`. Process context.
+///
+/// # Errors
+///
+/// - `EPROTONOSUPPORT` if the socket is not TCP, `EAFNOSUPPORT` if not IPv4.
+/// - `ENOTCONN` if the socket is not established.
+/// - `EEXIST` if another upper layer has the socket (a ULP, sockmap, KCM).
+/// - `EBUSY` if too many attaches are in progress at once.
+/// - `EOPNOTSUPP` for TCP-MD5/AO, repair mode, an IPsec route, or a port whose
+///   header/data split is off.
+/// - `ENODEV` if the route does not leave through a port of a bound NIC, the
+///   socket is bound to another device, or the NIC is being unbound.
+/// - `ENOENT` (stream mode) if the ring's region is not on the flow's NIC.
+/// - `EACCES` if the ring's region lacks `LOCAL_WRITE`; `EINVAL` if the ring exceeds it.
+/// - `EAGAIN` if the CQ has no free entries for the flow's events.
+/// - `ENOSPC` if the NIC's Flow Table is full; other refusals as [`status_errno`].
+/// - `EIO` if the NIC did not complete the commands, or answered them wrongly.
+/// - `ENOMEM` if the flow cannot be allocated.
 pub(crate) fn attach(file: &SocketFile, arg: AttachArg) -> Result<Arc<Flow>> {
     let out = arg.out.clone();
     // `init` reserves the CQ entries of the flow's events, and gives them

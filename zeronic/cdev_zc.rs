@@ -133,6 +133,15 @@ impl ZcFiles {
         Ok(())
     }
 
+    /// `ZERONIC_IOC_CQ_CREATE`: creates a CQ and says where to map it.
+    ///
+    /// # Errors
+    ///
+    /// - `EFAULT` if the argument cannot be read or written back.
+    /// - `EINVAL` if `reserved` is set, or as [`Cq::new`] for `entries`.
+    /// - `EBADF` if `eventfd` is neither -1 nor an eventfd.
+    /// - `ENOMEM` beyond `RLIMIT_MEMLOCK`, or out of memory.
+    /// - `ENOSPC` if the file holds [`MAX_CQS`] CQs.
     pub(crate) fn cq_create(&self, arg: usize) -> Result<isize> {
         let (mut req, mut writer) = read_arg::<uapi::CqCreate>(arg)?;
         if req.reserved != 0 {
@@ -155,6 +164,14 @@ impl ZcFiles {
         Ok(0)
     }
 
+    /// `ZERONIC_IOC_CQ_DESTROY`: removes a CQ from the file.
+    ///
+    /// # Errors
+    ///
+    /// - `EFAULT` if the argument cannot be read.
+    /// - `EINVAL` if `reserved` is set.
+    /// - `ENOENT` if the file has no CQ `cq`.
+    /// - `EBUSY` while a flow of the file uses the CQ.
     pub(crate) fn cq_destroy(&self, arg: usize) -> Result<isize> {
         let (req, _) = read_arg::<uapi::CqDestroy>(arg)?;
         if req.reserved != 0 {
@@ -172,6 +189,11 @@ impl ZcFiles {
     }
 
     /// `mmap` of the CQ whose offset `vma` starts at.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the offset is not that of a CQ of the file.
+    /// - `EINVAL`, `ENOMEM`, `EBUSY`, `EFAULT` as [`Cq::map_into`].
     pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
         // CAST: usize -> u64 is lossless.
         let off = (vma.pgoff() as u64) << kernel::page::PAGE_SHIFT;
@@ -189,6 +211,16 @@ impl ZcFiles {
         cq.map_into(vma)
     }
 
+    /// `ZERONIC_IOC_FLOW_ATTACH`: attaches a TCP socket as a flow of the file.
+    ///
+    /// # Errors
+    ///
+    /// - `EFAULT` if the argument cannot be read or written back.
+    /// - `EINVAL` for reserved fields, `rx_mode`, ring fields in message mode, or `ring_size`.
+    /// - `ENOENT` if the file has no CQ `cq`, or (stream mode) no region `ring_key`.
+    /// - `EBADF`, `ENOTSOCK` if `sockfd` is not an open socket.
+    /// - `ENOMEM` if memory runs out.
+    /// - Any error of [`attach::attach`].
     pub(crate) fn flow_attach(&self, mrs: &Mutex<KVec<Mr>>, arg: usize) -> Result<isize> {
         let (mut req, mut writer) = read_arg::<uapi::FlowAttach>(arg)?;
         if req.reserved0 != 0 || req.reserved1 != 0 {
@@ -263,6 +295,13 @@ impl ZcFiles {
         Ok(0)
     }
 
+    /// `ZERONIC_IOC_FLOW_DETACH`: detaches a flow of the file.
+    ///
+    /// # Errors
+    ///
+    /// - `EFAULT` if the argument cannot be read.
+    /// - `EINVAL` if `reserved` is set.
+    /// - `ENOENT` if the file has no flow `flow`.
     pub(crate) fn flow_detach(&self, arg: usize) -> Result<isize> {
         let (req, _) = read_arg::<uapi::FlowDetach>(arg)?;
         if req.reserved != 0 {
@@ -277,6 +316,16 @@ impl ZcFiles {
         Ok(0)
     }
 
+    /// `ZERONIC_IOC_POST`: posts work requests to a flow, in order.
+    ///
+    /// # Errors
+    ///
+    /// - `EFAULT` if the argument or the requests cannot be read, or `posted` written back.
+    /// - `EINVAL` if `reserved` is set, or `count` is 0 or above `POST_MAX`.
+    /// - `ENOENT` if the file has no flow `flow`.
+    /// - `ENOMEM` if the requests cannot be copied.
+    /// - The errno of the first refused request (after writing `posted`): `EINVAL`, `ENOENT`,
+    ///   `EACCES`, `ERANGE`, `EPIPE`, `EAGAIN`, `ENOMEM`, `EIO`, as `docs/uapi.md` lists.
     pub(crate) fn post(&self, mrs: &Mutex<KVec<Mr>>, arg: usize) -> Result<isize> {
         let (mut req, mut writer) = read_arg::<uapi::Post>(arg)?;
         if req.reserved != 0 || req.count == 0 || req.count > uapi::POST_MAX {
@@ -315,6 +364,14 @@ impl ZcFiles {
         }
     }
 
+    /// `ZERONIC_IOC_STREAM_CONSUME`: gives consumed ring space back to a stream flow.
+    ///
+    /// # Errors
+    ///
+    /// - `EFAULT` if the argument cannot be read.
+    /// - `EINVAL` if `reserved` is set, the flow is not in stream mode, or `stream_off` is
+    ///   before the ring's head or past what was reported.
+    /// - `ENOENT` if the file has no flow `flow`.
     pub(crate) fn stream_consume(&self, arg: usize) -> Result<isize> {
         let (req, _) = read_arg::<uapi::StreamConsume>(arg)?;
         if req.reserved != 0 {
@@ -344,6 +401,12 @@ impl ZcFiles {
         Ok(0)
     }
 
+    /// `ZERONIC_IOC_FLOW_QUERY`: reports a flow's state and counters.
+    ///
+    /// # Errors
+    ///
+    /// - `EFAULT` if the argument cannot be read or written back.
+    /// - `ENOENT` if the file has no flow `flow`.
     pub(crate) fn flow_query(&self, arg: usize) -> Result<isize> {
         let (mut req, mut writer) = read_arg::<uapi::FlowQuery>(arg)?;
         let flow = self.flow(req.flow)?;

@@ -395,6 +395,10 @@ impl Flow {
 
     /// Posts an entry with the flow's reserved or a free credit and wakes the
     /// application if it armed the CQ.
+    ///
+    /// # Errors
+    ///
+    /// - `EAGAIN`, `EINVAL` as [`Cq::post`].
     pub(crate) fn complete(&self, cqe: &Cqe, credit: Credit) -> Result {
         let res = self.cq.post(cqe, credit);
         self.cq.notify();

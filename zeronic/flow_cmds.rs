@@ -138,6 +138,12 @@ impl Flow {
 
     /// Gives the NIC a segment the caller posts next (message mode), ending
     /// at stream offset `end`, or defers it. Any context.
+    ///
+    /// # Errors
+    ///
+    /// - `ENOMEM` if the flow's list of awaited completions cannot grow.
+    /// - `ENODEV`, `ENOMEM`, `EINVAL` as
+    ///   [`Control::submit_or_wait`](crate::control::Control::submit_or_wait).
     pub(crate) fn post_segment(
         self: &Arc<Self>,
         inner: &mut FlowInner,

@@ -187,6 +187,13 @@ impl Flow {
     /// whose `users` reference the send takes over, and gives back if it
     /// fails). Process context, the socket locked (`sk`). The CQ entry was
     /// reserved by the caller.
+    ///
+    /// # Errors
+    ///
+    /// - `EPIPE` if the flow is no longer attached.
+    /// - `ENOMEM` if the send's bookkeeping cannot be allocated.
+    /// - `ENODEV` if the module is being unloaded, `EINVAL` if the kernel's `ubuf_info`
+    ///   differs from the bindings' (both from `Ubuf::new`).
     pub(crate) fn post_send(
         self: &Arc<Self>,
         sk: &mut Locked<'_, context::Process>,

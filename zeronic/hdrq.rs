@@ -157,6 +157,14 @@ fn fix_header(h: &mut [u8], l: &Layout, seq: u32, len: u32, last: bool) -> Resul
 
 /// Builds and delivers the skbs of one header-queue entry (`raw`, a whole
 /// 256-byte slot) of `flow`; returns the skbs and bytes delivered.
+///
+/// # Errors
+///
+/// - `EINVAL` if the entry is malformed, not of the flow's connection, disagrees
+///   with its own placement or sequence number, or names bytes the flow has no
+///   target for.
+/// - `ENOMEM` if an skb cannot be allocated.
+/// - `EINVAL`, `EMSGSIZE` as the skb calls (never: each skb is sized for its header).
 pub(crate) fn deliver(
     ctx: &mut NapiContext<'_>,
     flow: &Arc<Flow>,

@@ -208,9 +208,19 @@ fn check(len: u64, addr: u64, access: u32) -> Result {
 
 impl Mr {
     /// Registers `len` bytes at user address `addr` of the current process on
-    /// `control`'s NIC (index `nic`). Errors as documented in
-    /// `uapi/linux/zeronic.h`; on error nothing is left registered, and only
-    /// a command the NIC never completed leaves its pages held (`EIO`).
+    /// `control`'s NIC (index `nic`). On error nothing is left registered,
+    /// and only a command the NIC never completed leaves its pages held.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `len` is 0, `addr + len` overflows, or `access` is 0 or unknown.
+    /// - `E2BIG` if `len` exceeds [`MR_MAX_BYTES`].
+    /// - `EFAULT` if part of the range is not mapped user memory accessible as asked.
+    /// - `ENOSPC` if the user holds `mr_user_max` entries, or the NIC's MR Table is full.
+    /// - `ENOMEM` beyond `RLIMIT_MEMLOCK`, if a page cannot be DMA-mapped, or out of memory.
+    /// - `ENODEV` once the NIC is being unbound.
+    /// - `EIO` if the NIC is broken, did not complete the command (the pages are
+    ///   then held), or refused it otherwise.
     pub(crate) fn register(
         control: Arc<Control>,
         nic: u32,
@@ -386,10 +396,13 @@ impl Mr {
 
     /// Deregisters the region: invalidate, then unmap, unpin and uncharge.
     ///
-    /// `EIO` if the NIC did not confirm the invalidation: the pages are then
-    /// held (still pinned and charged) until the NIC is reset. While the NIC
-    /// is being unbound they are held until the unbind's reset completes (a
-    /// moment later) and this returns 0.
+    /// While the NIC is being unbound the pages are held until the unbind's
+    /// reset completes (a moment later) and this returns 0.
+    ///
+    /// # Errors
+    ///
+    /// - `EIO` if the NIC did not confirm the invalidation: the pages are then
+    ///   held (still pinned and charged) until the NIC is reset.
     pub(crate) fn deregister(mut self) -> Result {
         self.release()
     }
