@@ -1238,14 +1238,14 @@ impl Peer {
                     CurSel::Limit => STREAM_OFF_LIMIT,
                     CurSel::Raw(v) => v,
                 };
+                let c = CmdFlow {
+                    opcode: CMD_FLOW_UPDATE,
+                    flags,
+                    flow: rf.idx,
+                    stream_off: to,
+                    ..Default::default()
+                };
                 if flags == FLOWU_EDGE {
-                    let c = CmdFlow {
-                        opcode: CMD_FLOW_UPDATE,
-                        flags,
-                        flow: rf.idx,
-                        stream_off: to,
-                        ..Default::default()
-                    };
                     let c = self.tb.cmd(0, c.encode());
                     let ok = to < STREAM_OFF_LIMIT;
                     assert_eq!(c.status == ST_OK, ok, "FLOWU_EDGE {op:?} to {to:#x}: {c:?}");
@@ -1269,13 +1269,6 @@ impl Peer {
                         _ => ok = false,
                     }
                 }
-                let c = CmdFlow {
-                    opcode: CMD_FLOW_UPDATE,
-                    flags,
-                    flow: rf.idx,
-                    stream_off: to,
-                    ..Default::default()
-                };
                 let c = self.tb.cmd(0, c.encode());
                 assert_eq!(
                     c.status == ST_OK,
