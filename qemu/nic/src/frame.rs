@@ -224,6 +224,13 @@ pub struct Tcp4 {
 }
 
 impl Tcp4 {
+    /// ACK set, SYN and RST clear: a segment of an established connection
+    /// whose ACK (and window) and payload TCP takes. TCP discards the
+    /// payload of any other (RFC 9293 3.10.7.4; Linux does).
+    pub fn is_plain_ack(&self) -> bool {
+        self.flags & TCP_ACK != 0 && self.flags & (TCP_SYN | TCP_RST) == 0
+    }
+
     /// Offset of the TCP header.
     pub fn l4_off(&self) -> usize {
         ETH_HLEN + self.ihl

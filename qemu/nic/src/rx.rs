@@ -18,7 +18,7 @@ use zeronic_hw::status::*;
 use crate::csum::{copy_stream, copy_sum_stream, pseudo_v4, sum_raw};
 use crate::device::{Device, OpenHdr, Shape};
 use crate::flow::Plan;
-use crate::frame::{max_frame_len, parse_tcp4, Frame, Tcp4, TCP_ACK, TCP_PSH, TCP_RST, TCP_SYN};
+use crate::frame::{max_frame_len, parse_tcp4, Frame, Tcp4, TCP_ACK, TCP_PSH};
 
 fn ip_u32(a: [u8; 4]) -> u32 {
     u32::from_be_bytes(a)
@@ -166,11 +166,7 @@ impl Device {
             // it may carry new bytes from offset 0 on): the normal path.
             None => Plan::NoSpace,
             Some(_) if pay_len == 0 => Plan::Dup,
-            // TCP drops the payload of a segment without ACK, and of one
-            // with SYN or RST (RFC 9293 3.10.7.4; Linux discards both).
-            Some(_) if t.flags & TCP_ACK == 0 || t.flags & (TCP_SYN | TCP_RST) != 0 => {
-                Plan::Unacceptable
-            }
+            Some(_) if !t.is_plain_ack() => Plan::Unacceptable,
             Some(o) => flow.plan(o, pay_len),
         };
         // Only NoSpace has no offset, and it uses none.

@@ -18,8 +18,8 @@ use zeronic_hw::status::*;
 use crate::csum::{pseudo_v4, Csum};
 use crate::device::Device;
 use crate::frame::{
-    max_frame_len, parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, Tcp4, ETH_HLEN, TCP_ACK,
-    TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN,
+    max_frame_len, parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, Tcp4, ETH_HLEN, TCP_FIN,
+    TCP_PSH,
 };
 use crate::mem::GuestMem;
 use crate::mr::{MrTable, NEED_TX};
@@ -223,7 +223,7 @@ impl Device {
             let Ok(Some(t)) = parse_tcp4(&f.head, f.len()) else {
                 continue;
             };
-            if t.flags & TCP_ACK == 0 || t.flags & (TCP_SYN | TCP_RST) != 0 {
+            if !t.is_plain_ack() {
                 continue;
             }
             // CAST: ports are < MAX_PORTS.

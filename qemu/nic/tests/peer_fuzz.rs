@@ -1319,14 +1319,7 @@ impl Peer {
                 };
                 let ack_seq = rx_isn.wrapping_add(cursor.wrapping_add(rel) as u32);
                 let (_, a_ip, a_port, b_ip, b_port) = TUPLES[t];
-                let mut f = tcp_hdr(b_ip, a_ip, b_port, a_port, 1, ack_seq, flags);
-                f[48..50].copy_from_slice(&win.to_be_bytes());
-                let mut c = zeronic_nic::csum::pseudo_v4(b_ip, a_ip, 20);
-                c.add(&f[34..]);
-                f[50..52].copy_from_slice(&c.finish().to_le_bytes());
-                let mut c = zeronic_nic::csum::Csum::default();
-                c.add(&f[14..34]);
-                f[24..26].copy_from_slice(&c.finish().to_le_bytes());
+                let f = ack_frame(b_ip, a_ip, b_port, a_port, ack_seq, win, flags);
                 if let Some(rf) = self.flows[t].as_mut() {
                     if flags & ACK != 0 && flags & (SYN | RST) == 0 {
                         let edge_seq = ack_seq.wrapping_add(u32::from(win) << rf.wscale);

@@ -284,15 +284,7 @@ fn moving_the_cursor_absorbs_placed_ranges_it_reaches() {
 /// An ACK the host B sends on the flow (5001 -> 4000): acknowledgment
 /// number `ack`, window field `win`.
 fn host_ack(ack: u32, win: u16) -> Vec<u8> {
-    let mut f = tcp_hdr(B_IP, A_IP, 5001, 4000, 1, ack, 0x10);
-    f[48..50].copy_from_slice(&win.to_be_bytes());
-    let mut c = Csum::default();
-    c.add(&f[14..34]);
-    f[24..26].copy_from_slice(&c.finish().to_le_bytes());
-    let mut c = pseudo_v4(B_IP, A_IP, 20);
-    c.add(&f[34..]);
-    f[50..52].copy_from_slice(&c.finish().to_le_bytes());
-    f
+    ack_frame(B_IP, A_IP, 5001, 4000, ack, win, 0x10)
 }
 
 fn region(tb: &Tb, r: u64, len: usize) -> Vec<u8> {

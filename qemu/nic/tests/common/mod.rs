@@ -536,13 +536,36 @@ pub fn tcp_frame(
     f.extend_from_slice(payload);
     let tot = (f.len() - 14) as u16;
     f[16..18].copy_from_slice(&tot.to_be_bytes());
+    set_csums(&mut f, src, dst);
+    f
+}
+
+/// A TCP segment without payload with correct checksums, as a host sends
+/// it: acknowledgment number `ack`, window field `win`, TCP flags `flags`.
+pub fn ack_frame(
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    ack: u32,
+    win: u16,
+    flags: u8,
+) -> Vec<u8> {
+    let mut f = tcp_hdr(src, dst, sport, dport, 1, ack, flags);
+    f[48..50].copy_from_slice(&win.to_be_bytes());
+    set_csums(&mut f, src, dst);
+    f
+}
+
+/// Writes the IPv4 header and TCP checksums of `f` (a `tcp_hdr` frame,
+/// its IPv4 total length set).
+fn set_csums(f: &mut [u8], src: [u8; 4], dst: [u8; 4]) {
     let mut c = zeronic_nic::csum::Csum::default();
     c.add(&f[14..34]);
     f[24..26].copy_from_slice(&c.finish().to_le_bytes());
     let mut c = zeronic_nic::csum::pseudo_v4(src, dst, (f.len() - 34) as u16);
     c.add(&f[34..]);
     f[50..52].copy_from_slice(&c.finish().to_le_bytes());
-    f
 }
 
 pub const A_IP: [u8; 4] = [10, 0, 0, 1];
