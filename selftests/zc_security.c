@@ -103,11 +103,19 @@ enum { SAW_ENODEV = 0, ATTACHED = 100, SETUP_FAILED = 101 };
 #define EVIL_PORT 6099
 
 /*
- * Added to the ACK number a client sends: acknowledges bytes the server
- * never sent, so TCP drops the segment (its payload too), while the NIC,
- * which checks flags and the window, not ACK numbers, places it.
+ * Sends, as the client `cli`, `len` bytes 'Z' at `seq` with an ACK of bytes
+ * the server never sent (`ack` + 2^30): TCP drops the segment, payload too,
+ * while the NIC, which checks flags and the window, not ACK numbers, places
+ * it. Then waits for it to be handled, so it is on the wire before anything
+ * the test sends next. 0 if sent.
  */
-#define UNSENT (1u << 30)
+static int forge_dropped(int cli, __u32 seq, __u32 ack, size_t len)
+{
+	if (zc_inject(cli, "ZN_NS_A", seq, ack + (1u << 30), ZC_TCP_ACK | ZC_TCP_PSH, 'Z', len))
+		return -1;
+	usleep(200000);
+	return 0;
+}
 
 /*
  * The listener's end: a network namespace of the attacker's own (nested in
@@ -329,7 +337,7 @@ TEST_F(sec, posted_room_beyond_2_gib_still_opens_the_window)
 /* ---- TCP is the authority over content (finding 2) ------------------------ */
 
 /*
- * A blind injector's segment (no ACK flag: TCP drops it unread) lands in
+ * A blind injector's segment (an ACK of unsent bytes: TCP drops it) lands in
  * posted space where the peer's next bytes go, then the real bytes come.
  * The NIC placed the forged bytes and, before, reported the real packet as
  * a duplicate of bytes below its cursor: the driver built its receipt over
@@ -344,11 +352,7 @@ TEST_F(sec, bytes_of_a_segment_tcp_dropped_never_reach_the_application)
 	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_MESSAGE, 0, 0, &flow));
 	ASSERT_EQ(0, post1(self->zfd, flow, ZERONIC_WR_RECV, self->key, 0, 512));
 	ASSERT_EQ(0, zc_seqs(self->cli, &seq, &ack)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
-	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq, ack + UNSENT, ZC_TCP_ACK | ZC_TCP_PSH,
-			       'Z', 512))
-		TH_LOG("inject: %s", strerror(errno));
-	/* Handled before the real bytes: the forged frame is on the wire first. */
-	usleep(200000);
+	ASSERT_EQ(0, forge_dropped(self->cli, seq, ack, 512)) TH_LOG("inject: %s", strerror(errno));
 	ASSERT_EQ(0, write_all(self->cli, 'a', 512));
 	ASSERT_EQ(0, cq_take(self->map, &e, 10000)) TH_LOG("the 512 bytes never came");
 	EXPECT_EQ(0, e.status);
@@ -374,10 +378,7 @@ TEST_F(sec, bytes_of_a_segment_tcp_dropped_never_reach_a_stream_ring)
 	ASSERT_EQ(0, attach(self->zfd, self->srv, self->cq, ZERONIC_RX_STREAM, self->key, 4096,
 			    &flow));
 	ASSERT_EQ(0, zc_seqs(self->cli, &seq, &ack)) TH_LOG("TCP_REPAIR: %s", strerror(errno));
-	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq, ack + UNSENT, ZC_TCP_ACK | ZC_TCP_PSH,
-			       'Z', 512))
-		TH_LOG("inject: %s", strerror(errno));
-	usleep(200000);
+	ASSERT_EQ(0, forge_dropped(self->cli, seq, ack, 512)) TH_LOG("inject: %s", strerror(errno));
 	ASSERT_EQ(0, write_all(self->cli, 'a', 512));
 	while (got < 512) {
 		ASSERT_EQ(0, cq_take(self->map, &e, 10000)) TH_LOG("%u of 512 bytes came", got);
@@ -397,7 +398,7 @@ TEST_F(sec, bytes_of_a_segment_tcp_dropped_never_reach_a_stream_ring)
  * Linux keeps the first copy of bytes it queued out of order. A segment TCP
  * takes into its out-of-order queue (bytes 100..199, as if the peer sent
  * them: right ACK, in the window) is placed; then a forged one over the
- * same bytes (no ACK: dropped) arrives. Before, the NIC wrote it over the
+ * same bytes (an ACK of unsent bytes: dropped) arrives. Before, the NIC wrote it over the
  * queued bytes, which the application then received once the hole filled.
  */
 TEST_F(sec, a_forged_overlap_never_changes_bytes_tcp_queued)
@@ -411,9 +412,7 @@ TEST_F(sec, a_forged_overlap_never_changes_bytes_tcp_queued)
 	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq + 100, ack, ZC_TCP_ACK | ZC_TCP_PSH,
 			       'b', 100));
 	usleep(200000);
-	ASSERT_EQ(0, zc_inject(self->cli, "ZN_NS_A", seq + 100, ack + UNSENT,
-			       ZC_TCP_ACK | ZC_TCP_PSH, 'Z', 100));
-	usleep(200000);
+	ASSERT_EQ(0, forge_dropped(self->cli, seq + 100, ack, 100));
 	ASSERT_EQ(0, write_all(self->cli, 'a', 100));
 	ASSERT_EQ(0, cq_take(self->map, &e, 10000)) TH_LOG("the 200 bytes never came");
 	EXPECT_EQ(0, e.status);
