@@ -27,7 +27,8 @@ KDIR = $(shell scripts/kdir)
 KDIR_RELEASE = $(shell ZN_KERNEL_VARIANT=release scripts/kdir)
 MODULE_RELEASE_SRC = $(CURDIR)/out/release/src
 
-.PHONY: all setup packages kernel module userspace selftests-build \
+.PHONY: all setup setup-graph packages pkg-build pkg-rust pkg-python pkg-runtime \
+	kernel-source kernel module userspace selftests-build \
 	check check-quick check-soak demo bench bench-packages bench-model bench-net kernel-release module-release \
 	clean help
 
@@ -36,24 +37,50 @@ all: setup
 help:
 	@sed -n '3,12p' Makefile
 
-setup: packages kernel module userspace selftests-build
+# `make setup` is a graph run with one job per CPU: the build packages first,
+# then bindgen-cli, the venv, the runtime packages (QEMU, the applications)
+# and the kernel source's fetch and patching beside each other, then the
+# kernel build with the workspace's cargo build beside it (at nice 19: it
+# fills the CPU the kernel build's serial phases leave), then the module and
+# the selftests. Every step is idempotent and quick when already done.
+SETUP_JOBS ?= $(shell nproc)
 
-packages:
-	@scripts/setup-packages
+setup:
+	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) setup-graph
 
-kernel: packages
+setup-graph: packages kernel module userspace selftests-build
+
+packages: pkg-build pkg-rust pkg-python pkg-runtime
+
+# Only one step at a time may call apt: runtime (and bench) follow build.
+pkg-build:
+	@scripts/setup-packages build
+
+pkg-rust: pkg-build
+	@scripts/setup-packages rust
+
+pkg-python: pkg-build
+	@scripts/setup-packages python
+
+pkg-runtime: pkg-build
+	@scripts/setup-packages runtime
+
+kernel-source: pkg-build
+	@scripts/build-kernel --source
+
+kernel: kernel-source pkg-rust pkg-python
 	@scripts/build-kernel
 
 # The out-of-tree module, built against the cached (patched) kernel.
 module: kernel
 	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" modules
 
-userspace: packages
-	cargo build --workspace --release --all-targets
+userspace: pkg-build
+	nice -n 19 cargo build --workspace --release --all-targets
 
 # The benchmark kernel: the same source and patches without the debug
 # options (qemu/kernel-release.config), cached under its own key.
-kernel-release: packages
+kernel-release: kernel-source pkg-rust pkg-python
 	@nice -n 19 scripts/build-kernel --release
 
 module-release: kernel-release
@@ -94,10 +121,10 @@ bench: setup module-release bench-packages
 	@scripts/bench
 
 # What only the benchmarks use (RDMA baselines, the plots' font).
-bench-packages: packages
-	@scripts/setup-packages --bench
+bench-packages: pkg-runtime
+	@scripts/setup-packages bench
 
-bench-model: packages
+bench-model: pkg-build
 	cargo run --release -p zeronic-nic --bin bench-model
 
 # iperf3 over the ZeroNIC's two ports vs a veth pair, in one two-port guest.
