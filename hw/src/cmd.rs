@@ -231,3 +231,206 @@ le_struct! {
         pub result: u64,
     }
 }
+
+/// A command queue entry as the driver posts it: built only from a typed
+/// [`Command`], so its opcode is the one its layout belongs to; the queue
+/// sets its cookie ([`CmdEntry::with_cookie`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdEntry([u8; 64]);
+
+impl CmdEntry {
+    /// The entry's `CMD_*`.
+    pub fn opcode(&self) -> u16 {
+        u16::from_le_bytes([self.0[0], self.0[1]])
+    }
+
+    /// The entry with `cookie`, which its completion echoes.
+    pub fn with_cookie(mut self, cookie: u32) -> Self {
+        self.0[4..8].copy_from_slice(&cookie.to_le_bytes());
+        self
+    }
+
+    /// The 64 bytes written into the command queue.
+    pub fn bytes(&self) -> [u8; 64] {
+        self.0
+    }
+}
+
+/// A command the NIC executes: its opcode, its queue entry and what the
+/// `result` of its successful completion (`status::ST_OK`) means.
+pub trait Command {
+    /// `CMD_*`.
+    const OPCODE: u16;
+    /// What a successful completion returns.
+    type Output;
+
+    /// The command's queue entry, with [`Command::OPCODE`] (cookie 0).
+    fn entry(&self) -> CmdEntry;
+
+    /// The output of a successful completion `c` of this command.
+    fn output(c: &CmdCompletion) -> Self::Output;
+}
+
+/// CMD_NOP: completes once every command before it completed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Nop;
+
+impl Command for Nop {
+    const OPCODE: u16 = CMD_NOP;
+    type Output = ();
+
+    fn entry(&self) -> CmdEntry {
+        let mut b = [0u8; 64];
+        b[..8].copy_from_slice(
+            &CmdHeader {
+                opcode: Self::OPCODE,
+                ..Default::default()
+            }
+            .encode(),
+        );
+        CmdEntry(b)
+    }
+
+    fn output(_: &CmdCompletion) {}
+}
+
+impl Command for CmdMrReg {
+    const OPCODE: u16 = CMD_MR_REG;
+    /// The region's MR key.
+    type Output = u64;
+
+    fn entry(&self) -> CmdEntry {
+        CmdEntry(
+            CmdMrReg {
+                opcode: Self::OPCODE,
+                ..*self
+            }
+            .encode(),
+        )
+    }
+
+    fn output(c: &CmdCompletion) -> u64 {
+        c.result
+    }
+}
+
+impl Command for CmdMrInval {
+    const OPCODE: u16 = CMD_MR_INVAL;
+    type Output = ();
+
+    fn entry(&self) -> CmdEntry {
+        CmdEntry(
+            CmdMrInval {
+                opcode: Self::OPCODE,
+                ..*self
+            }
+            .encode(),
+        )
+    }
+
+    fn output(_: &CmdCompletion) {}
+}
+
+impl Command for CmdMsPost {
+    const OPCODE: u16 = CMD_MS_POST;
+    /// The segment's start stream offset.
+    type Output = u64;
+
+    fn entry(&self) -> CmdEntry {
+        CmdEntry(
+            CmdMsPost {
+                opcode: Self::OPCODE,
+                ..*self
+            }
+            .encode(),
+        )
+    }
+
+    fn output(c: &CmdCompletion) -> u64 {
+        c.result
+    }
+}
+
+/// CMD_FLOW_INSTALL of the flow [`CmdFlow`] describes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowInstall(pub CmdFlow);
+
+impl Command for FlowInstall {
+    const OPCODE: u16 = CMD_FLOW_INSTALL;
+    /// The flow's index as the NIC gave it (the driver checks it against
+    /// its Flow Table).
+    type Output = u64;
+
+    fn entry(&self) -> CmdEntry {
+        CmdEntry(
+            CmdFlow {
+                opcode: Self::OPCODE,
+                ..self.0
+            }
+            .encode(),
+        )
+    }
+
+    fn output(c: &CmdCompletion) -> u64 {
+        c.result
+    }
+}
+
+/// CMD_FLOW_UPDATE of flow `flow`: `flags` (`FLOWU_*`) with `stream_off`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowUpdate {
+    /// Flow index.
+    pub flow: u32,
+    /// `FLOWU_*`.
+    pub flags: u16,
+    /// The new ring head, cursor or window edge.
+    pub stream_off: u64,
+}
+
+impl Command for FlowUpdate {
+    const OPCODE: u16 = CMD_FLOW_UPDATE;
+    /// The flow's cursor after the update.
+    type Output = u64;
+
+    fn entry(&self) -> CmdEntry {
+        CmdEntry(
+            CmdFlow {
+                opcode: Self::OPCODE,
+                flags: self.flags,
+                flow: self.flow,
+                stream_off: self.stream_off,
+                ..Default::default()
+            }
+            .encode(),
+        )
+    }
+
+    fn output(c: &CmdCompletion) -> u64 {
+        c.result
+    }
+}
+
+/// CMD_FLOW_REMOVE of flow `flow`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowRemove {
+    /// Flow index.
+    pub flow: u32,
+}
+
+impl Command for FlowRemove {
+    const OPCODE: u16 = CMD_FLOW_REMOVE;
+    type Output = ();
+
+    fn entry(&self) -> CmdEntry {
+        CmdEntry(
+            CmdFlow {
+                opcode: Self::OPCODE,
+                flow: self.flow,
+                ..Default::default()
+            }
+            .encode(),
+        )
+    }
+
+    fn output(_: &CmdCompletion) {}
+}

@@ -3,7 +3,8 @@
 //!
 //! Each module file needs only `core` and no `use` of siblings, so the kernel
 //! module can include it verbatim with `#[path = ...] mod ...;`; `cmd.rs` and
-//! `desc.rs` need `le_struct.rs` included before them with `#[macro_use]`.
+//! `desc.rs` need `le_struct.rs` included before them with `#[macro_use]`,
+//! and `net.rs` names `regs.rs` as `super::regs` (siblings in both crates).
 //! The normative prose is `docs/hardware.md`; `tests/spec_tables.rs` pins the
 //! tables there to the constants here.
 #![no_std]
@@ -13,5 +14,6 @@ mod le_struct;
 
 pub mod cmd;
 pub mod desc;
+pub mod net;
 pub mod regs;
 pub mod status;

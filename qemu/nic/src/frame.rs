@@ -165,10 +165,10 @@ impl Frame {
     }
 }
 
-/// Ethernet II header length.
-pub const ETH_HLEN: usize = 14;
-/// EtherType of IPv4.
-pub const ETH_P_IPV4: u16 = 0x0800;
+pub use zeronic_hw::net::{
+    parse_tcp4, ParseError, Tcp4, ECN_CE, ETH_HLEN, ETH_P_IPV4, TCP_ACK, TCP_FIN, TCP_PSH,
+    TCP_RST, TCP_SYN,
+};
 
 /// Largest frame a port with `mtu` carries: MTU + Ethernet header, plus
 /// one 802.1Q tag when the frame's EtherType (bytes 12..14) is 0x8100.
@@ -178,152 +178,8 @@ pub fn max_frame_len(mtu: u32, head: &[u8]) -> usize {
     mtu as usize + ETH_HLEN + if tagged { VLAN_HLEN as usize } else { 0 }
 }
 
-/// ECN codepoint "Congestion Experienced" (the low two bits of IPv4 TOS).
-pub const ECN_CE: u8 = 0x3;
-
-/// TCP flag bits.
-pub const TCP_FIN: u8 = 0x01;
-/// TCP SYN.
-pub const TCP_SYN: u8 = 0x02;
-/// TCP RST.
-pub const TCP_RST: u8 = 0x04;
-/// TCP PSH.
-pub const TCP_PSH: u8 = 0x08;
-/// TCP ACK.
-pub const TCP_ACK: u8 = 0x10;
-
-/// A parsed IPv4/TCP frame (offsets into the frame).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Tcp4 {
-    /// IPv4 header length.
-    pub ihl: usize,
-    /// IPv4 TOS byte (DSCP and ECN).
-    pub tos: u8,
-    /// IPv4 time to live.
-    pub ttl: u8,
-    /// IPv4 total length.
-    pub tot_len: usize,
-    /// Source address.
-    pub src: [u8; 4],
-    /// Destination address.
-    pub dst: [u8; 4],
-    /// Source port.
-    pub sport: u16,
-    /// Destination port.
-    pub dport: u16,
-    /// Sequence number.
-    pub seq: u32,
-    /// Acknowledgment number.
-    pub ack: u32,
-    /// TCP header length.
-    pub thl: usize,
-    /// TCP flags.
-    pub flags: u8,
-    /// TCP window field (unscaled).
-    pub win: u16,
-}
-
-impl Tcp4 {
-    /// ACK set, SYN and RST clear: a segment of an established connection
-    /// whose ACK (and window) and payload TCP takes. TCP discards the
-    /// payload of any other (RFC 9293 3.10.7.4; Linux does).
-    pub fn is_plain_ack(&self) -> bool {
-        self.flags & TCP_ACK != 0 && self.flags & (TCP_SYN | TCP_RST) == 0
-    }
-
-    /// Offset of the TCP header.
-    pub fn l4_off(&self) -> usize {
-        ETH_HLEN + self.ihl
-    }
-    /// Offset of the payload (= total header length).
-    pub fn pay_off(&self) -> usize {
-        ETH_HLEN + self.ihl + self.thl
-    }
-    /// Payload length.
-    pub fn pay_len(&self) -> usize {
-        self.tot_len - self.ihl - self.thl
-    }
-    /// TCP segment length (header + payload).
-    pub fn tcp_len(&self) -> usize {
-        self.tot_len - self.ihl
-    }
-    /// The packet carries an ECN Congestion Experienced mark.
-    pub fn ce(&self) -> bool {
-        self.tos & ECN_CE == ECN_CE
-    }
-}
-
-/// A frame the RX/TX units refuse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
-    /// Shorter than an Ethernet header.
-    #[error("runt frame")]
-    Runt,
-    /// IPv4/TCP lengths inconsistent or headers not in the header part.
-    #[error("malformed IPv4/TCP")]
-    Malformed,
-}
-
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
-/// Parses a frame of `frame_len` bytes whose first bytes are `head`.
-/// `Ok(None)`: not an unfragmented IPv4/TCP frame (passed through whole).
-pub fn parse_tcp4(head: &[u8], frame_len: usize) -> Result<Option<Tcp4>, ParseError> {
-    if frame_len < ETH_HLEN || head.len() < ETH_HLEN {
-        return Err(ParseError::Runt);
-    }
-    if be16(head, 12) != ETH_P_IPV4 {
-        return Ok(None);
-    }
-    let ip = &head[ETH_HLEN..];
-    if ip.len() < 20 || ip[0] >> 4 != 4 {
-        return Err(ParseError::Malformed);
-    }
-    let ihl = (ip[0] & 0x0f) as usize * 4;
-    let tot_len = be16(ip, 2) as usize;
-    if ihl < 20 || tot_len < ihl || ETH_HLEN + tot_len > frame_len || ip.len() < ihl {
-        return Err(ParseError::Malformed);
-    }
-    let frag = be16(ip, 6);
-    if ip[9] != 6 || frag & 0x3fff != 0 {
-        return Ok(None);
-    }
-    let t = &ip[ihl..];
-    if t.len() < 20 || tot_len < ihl + 20 {
-        return Err(ParseError::Malformed);
-    }
-    let thl = (t[12] >> 4) as usize * 4;
-    if thl < 20 || ihl + thl > tot_len || t.len() < thl {
-        return Err(ParseError::Malformed);
-    }
-    Ok(Some(Tcp4 {
-        ihl,
-        tos: ip[1],
-        ttl: ip[8],
-        tot_len,
-        src: [ip[12], ip[13], ip[14], ip[15]],
-        dst: [ip[16], ip[17], ip[18], ip[19]],
-        sport: be16(t, 0),
-        dport: be16(t, 2),
-        seq: be32(t, 4),
-        ack: be32(t, 8),
-        thl,
-        flags: t[13],
-        win: be16(t, 14),
-    }))
-}
-
 /// Recomputes the IPv4 header checksum in place (`ip` = the IPv4 header).
 pub fn set_ipv4_csum(ip: &mut [u8]) {
-    ip[10] = 0;
-    ip[11] = 0;
-    let mut c = crate::csum::Csum::default();
-    c.add(ip);
-    ip[10..12].copy_from_slice(&c.finish().to_le_bytes());
+    let c = zeronic_hw::net::ipv4_header_checksum(ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
 }
