@@ -100,7 +100,8 @@ kernel-release: kernel-source pkg-rust pkg-python
 module-release: kernel-release
 	@mkdir -p "$(MODULE_RELEASE_SRC)"
 	rsync -a --delete --prune-empty-dirs --include=/Kbuild --include=/zeronic/ \
-		--include=/zeronic/Kbuild --include='/zeronic/*.rs' --include=/hw/ \
+		--include=/zeronic/Kbuild --include='/zeronic/*.rs' \
+		--include='/zeronic/*/' --include='/zeronic/*/*.rs' --include=/hw/ \
 		--include=/hw/src/ --include='/hw/src/*.rs' --exclude='*' \
 		"$(CURDIR)/" "$(MODULE_RELEASE_SRC)/"
 	$(MAKE) -C "$(KDIR_RELEASE)" M="$(MODULE_RELEASE_SRC)" modules

@@ -57,19 +57,20 @@ use crate::{
         Cq, //
     },
     flow::{
+        tx::TxState,
         Flow,
         Phase,
         RxTarget,
         EVENT_CREDITS, //
     },
-    flow_tx::TxState,
     hw::{
         cmd::{
             CmdFlow,
-            CMD_FLOW_INSTALL,
-            CMD_FLOW_REMOVE,
-            CMD_FLOW_UPDATE,
-            CMD_NOP,
+            Command,
+            FlowInstall,
+            FlowRemove,
+            FlowUpdate,
+            Nop,
             FLOWU_EDGE,
             FLOW_RX_RING,
             FLOW_RX_SEGMENTS,
@@ -203,8 +204,7 @@ impl Ulp for ZnUlp {
             (RxTarget::Ring { offset, size }, Some(mr)) => (mr.shared().key, *offset, *size),
             _ => (0, 0, 0),
         };
-        let cmd = CmdFlow {
-            opcode: CMD_FLOW_INSTALL,
+        let cmd = FlowInstall(CmdFlow {
             // CAST: port < MAX_PORTS.
             port: port as u16,
             proto: u16::from(IPPROTO_TCP),
@@ -222,7 +222,7 @@ impl Ulp for ZnUlp {
             // The NIC reads each window TCP offers from the ACKs sent.
             rx_wscale: u16::from(sk.rcv_wscale()),
             ..Default::default()
-        };
+        });
         // And the window offered so far, which no ACK may repeat before the
         // peer sends into it. Its edge is at or past `copied_seq`; a window
         // TCP took back (the peer sent past it) reads as negative: 0.
@@ -238,22 +238,18 @@ impl Ulp for ZnUlp {
         // `copied_seq` cannot move while the NIC installs the flow.
         let hw_index = ctl
             .with_bound(|_, cmds| {
-                let done = cmds.exec(cmd.encode())?;
+                let done = cmds.exec(&cmd)?;
                 if done.status != status::ST_OK {
                     return Err(status_errno(done.status));
                 }
-                let hw_index = u32::try_from(done.result).map_err(|_| EIO)?;
-                let update = CmdFlow {
-                    opcode: CMD_FLOW_UPDATE,
+                let hw_index = u32::try_from(FlowInstall::output(&done)).map_err(|_| EIO)?;
+                let update = FlowUpdate {
                     flags: FLOWU_EDGE,
                     flow: hw_index,
                     stream_off: edge,
-                    ..Default::default()
                 };
                 // Before any room is posted, so nothing is placed without it.
-                let edge_set = cmds
-                    .exec(update.encode())
-                    .is_ok_and(|d| d.status == status::ST_OK);
+                let edge_set = cmds.exec(&update).is_ok_and(|d| d.status == status::ST_OK);
                 Ok((hw_index, edge_set))
             })
             .and_then(|(hw_index, edge_set)| {
@@ -339,28 +335,19 @@ impl Ulp for ZnUlp {
 /// Removes NIC flow `hw_index`, waiting for the NIC (process context).
 /// `true` if the NIC confirmed (or was reset, which removed it too).
 fn remove_nic_flow(ctl: &Control, hw_index: u32) -> bool {
-    let cmd = CmdFlow {
-        opcode: CMD_FLOW_REMOVE,
-        flow: hw_index,
-        ..Default::default()
-    };
-    exec_confirms(ctl, cmd.encode())
+    exec_confirms(ctl, &FlowRemove { flow: hw_index })
 }
 
 /// Waits for the commands submitted before now to complete (process
 /// context): the NIC executes commands in order, so a `CMD_NOP` completing
 /// says they did. `true` as for [`remove_nic_flow`].
 fn nic_caught_up(ctl: &Control) -> bool {
-    let nop = CmdFlow {
-        opcode: CMD_NOP,
-        ..Default::default()
-    };
-    exec_confirms(ctl, nop.encode())
+    exec_confirms(ctl, &Nop)
 }
 
 /// Executes `cmd`: `true` if the NIC completed it or its reset completed.
 /// May wait for the unbind's reset (process context).
-fn exec_confirms(ctl: &Control, cmd: [u8; 64]) -> bool {
+fn exec_confirms<C: Command>(ctl: &Control, cmd: &C) -> bool {
     match ctl.with_bound(|_, cmds| cmds.exec(cmd)) {
         // Any answer: the flow is not in the table any more.
         Ok(_) => true,
@@ -436,7 +423,7 @@ impl Flow {
             // flow attached bounds the window before this, never after.
             self.sock.lock().unbound_rcv_window();
         }
-        self.control.remove_flow(self.hw_index, self);
+        self.control.remove_flow(self.hw_index, &**self);
         let (removed, given) = {
             let inner = self.inner.lock();
             (inner.nic_removed, inner.remove_given)

@@ -45,12 +45,8 @@ use crate::{
     cq::Cq,
     flow::{
         Flow,
-        Phase,
-        RxTarget,
-        Seg,
-        MAX_SEGS, //
+        RxTarget, //
     },
-    flow_cmds::ms_post_cmd,
     mr::{
         Mr,
         MrShared,
@@ -377,27 +373,7 @@ impl ZcFiles {
         if req.reserved != 0 {
             return Err(EINVAL);
         }
-        let flow = self.flow(req.flow)?;
-        if !matches!(flow.target, RxTarget::Ring { .. }) {
-            return Err(EINVAL);
-        }
-        {
-            let mut inner = flow.inner.lock();
-            if req.stream_off < inner.ring_head || req.stream_off > inner.ring_reported {
-                return Err(EINVAL);
-            }
-            if req.stream_off > inner.ring_head {
-                inner.ring_head = req.stream_off;
-                // Sends nothing once the NIC flow's removal was asked for
-                // (reset, EOF) or the flow detached: its hw index may be
-                // another flow's by then.
-                flow.update_ring_head(&mut inner);
-            }
-        }
-        let mut sk = flow.sock.lock();
-        flow.consume(&mut sk);
-        let mut inner = flow.inner.lock();
-        flow.report_ring(&mut inner);
+        self.flow(req.flow)?.consume_ring(req.stream_off)?;
         Ok(0)
     }
 
@@ -409,27 +385,7 @@ impl ZcFiles {
     /// - `ENOENT` if the file has no flow `flow`.
     pub(crate) fn flow_query(&self, arg: usize) -> Result<isize> {
         let (mut req, mut writer) = read_arg::<uapi::FlowQuery>(arg)?;
-        let flow = self.flow(req.flow)?;
-        let inner = flow.inner.lock();
-        req.state = match inner.phase {
-            Phase::Attached if inner.eof => uapi::FLOW_EOF,
-            Phase::Attached => uapi::FLOW_ATTACHED,
-            Phase::Reset => uapi::FLOW_RESET,
-            Phase::Detached => uapi::FLOW_DETACHED,
-        };
-        req.rx_stream_off = inner.rx_done;
-        req.tx_stream_off = inner.tx.acked_bytes;
-        // CAST: at most MS_PER_FLOW and the CQ's size.
-        req.rx_posted = inner.segs.len() as u32;
-        req.tx_posted = inner.tx.in_flight() as u32;
-        // Under the lock `Flow::consume` updates them with `rx_done`: the
-        // stream offset is always placed + copied.
-        req.rx_placed_bytes = flow.stats.rx_placed.load(Relaxed);
-        req.rx_copied_bytes = flow.stats.rx_copied.load(Relaxed);
-        drop(inner);
-        req.tx_merged_bytes = flow.stats.tx_merged.load(Relaxed);
-        req.tx_copied_bytes = flow.stats.tx_copied.load(Relaxed);
-        req.reserved = [0; 2];
+        self.flow(req.flow)?.query(&mut req);
         writer.write(&req)?;
         Ok(0)
     }
@@ -481,65 +437,17 @@ fn post_one(
     if !mr.contains(wr.offset, u64::from(wr.len)) {
         return Err(release(ERANGE));
     }
-    {
-        let inner = flow.inner.lock();
-        // A receive after the EOF is accepted, as `read()` after it returns
-        // 0: it never reaches the NIC (its flow is gone or going) and
-        // completes with `F_EOF` and nothing in it once the removal did
-        // (`post_recv`). A reset flow is no longer attached.
-        let ended = send && sk.shutdown() & SEND_SHUTDOWN != 0;
-        if inner.phase != Phase::Attached || ended {
-            return Err(release(EPIPE));
-        }
-        if !send && inner.segs.len() >= MAX_SEGS {
-            return Err(release(EAGAIN));
-        }
-    }
+    let ended = send && sk.shutdown() & SEND_SHUTDOWN != 0;
+    flow.may_post(send, ended).map_err(release)?;
     flow.cq.reserve(1).map_err(release)?;
     // Both take over `mr`'s use, and give it back if they fail.
     let res = if send {
         flow.post_send(sk, wr.wr_id, mr.clone(), wr.offset, wr.len)
     } else {
-        post_recv(flow, mr.clone(), wr)
+        flow.post_recv(mr.clone(), wr)
     };
     if res.is_err() {
         flow.cq.unreserve(1);
     }
     res
-}
-
-/// Posts a receive segment: into the flow's shadow list first (the NIC may
-/// place into it as soon as it has it), then to the NIC (or, if the command
-/// queue is full, to the flow's deferred commands: `flow_cmds.rs`). The
-/// segment takes over `mr`'s use; on error the use is given back here.
-///
-/// `EIO` if the NIC is broken (or going away): nothing was posted.
-fn post_recv(flow: &Arc<Flow>, mr: Arc<MrShared>, wr: &uapi::Wr) -> Result {
-    let release = |e: Error| {
-        mr.users.fetch_sub(1, Relaxed);
-        e
-    };
-    let mut inner = flow.inner.lock();
-    inner
-        .segs
-        .reserve(1, GFP_ATOMIC)
-        .map_err(|e| release(e.into()))?;
-    let start = inner.posted_end;
-    let cmd = ms_post_cmd(flow.hw_index, mr.key, wr.offset, wr.len, wr.wr_id);
-    flow.post_segment(&mut inner, cmd, start, start + u64::from(wr.len))
-        // The command queue refuses commands once the NIC is broken or
-        // withdrawn (`ENODEV`): POST reports a broken NIC as `EIO`, as the
-        // other calls that need it do.
-        .map_err(|e| release(if e == ENODEV { EIO } else { e }))?;
-    // Cannot fail: reserved above.
-    let _ = inner
-        .segs
-        .push(Seg::new(wr.wr_id, mr, wr.offset, wr.len, start), GFP_ATOMIC);
-    inner.posted_end = start + u64::from(wr.len);
-    if inner.nic_removed && inner.phase == Phase::Attached {
-        // The EOF's removal completed since the caller checked: the NIC
-        // never got this segment, and nothing else would give it back.
-        flow.give_back_removed(&mut inner);
-    }
-    Ok(())
 }

@@ -50,7 +50,10 @@ use kernel::{
 use crate::{
     fifo::Fifo,
     hw::{
-        cmd::CmdCompletion,
+        cmd::{
+            CmdCompletion,
+            CmdEntry, //
+        },
         regs,
         status, //
     },
@@ -145,7 +148,7 @@ impl Done {
 
 /// A command waiting for ring room.
 struct Backlogged {
-    cmd: [u8; 64],
+    cmd: CmdEntry,
     cookie: u32,
     slot: Slot,
 }
@@ -286,7 +289,7 @@ impl CmdQueue {
     /// - `EINVAL` as [`Regs::w32`].
     pub(crate) fn submit_or_wait(
         &self,
-        cmd: [u8; 64],
+        cmd: CmdEntry,
         on_done: Option<Arc<dyn CmdDone>>,
         waiter: &Arc<dyn CmdRoom>,
         waiting: &mut bool,
@@ -348,7 +351,7 @@ impl CmdQueue {
     /// - `EIO` once the NIC reports a fatal error (`DEV_STATUS_FATAL`).
     /// - `EBUSY` if the backlog is full (only if two callers wait at once).
     /// - `EINVAL` as [`Regs::w32`].
-    pub(crate) fn wait(&self, cmd: [u8; 64], timeout_ms: i64) -> Result<CmdCompletion> {
+    pub(crate) fn wait(&self, cmd: CmdEntry, timeout_ms: i64) -> Result<CmdCompletion> {
         let (cookie, mut seen) = {
             let mut inner = self.inner.lock();
             let cookie = self.post(&mut inner, cmd, Slot::Waited(None))?;
@@ -357,7 +360,7 @@ impl CmdQueue {
         let mut result = None;
         let mut progress = Instant::<Monotonic>::now();
         let waited = poll_until(&self.regs, i64::MAX, |r| {
-            if r.r32(regs::REG_DEV_STATUS)? & regs::DEV_STATUS_FATAL != 0 {
+            if r.reg32::<{ regs::REG_DEV_STATUS }>() & regs::DEV_STATUS_FATAL != 0 {
                 return Err(EIO);
             }
             let mut inner = self.inner.lock();
@@ -446,7 +449,7 @@ impl CmdQueue {
 
     /// Posts `cmd` into the ring, or the backlog if the ring is full
     /// (whatever its length: callers bound what they put there).
-    fn post(&self, inner: &mut Inner, cmd: [u8; 64], slot: Slot) -> Result<u32> {
+    fn post(&self, inner: &mut Inner, cmd: CmdEntry, slot: Slot) -> Result<u32> {
         if !inner.accepting || inner.rings.is_none() {
             return Err(ENODEV);
         }
@@ -491,18 +494,11 @@ impl CmdQueue {
     }
 
     /// Writes one command into the ring and publishes it (no doorbell).
-    fn write(
-        inner: &mut Inner,
-        r: &Regs<'_>,
-        mut cmd: [u8; 64],
-        cookie: u32,
-        slot: Slot,
-    ) -> Result {
-        cmd[4..8].copy_from_slice(&cookie.to_le_bytes());
-        let opcode = u16::from_le_bytes([cmd[0], cmd[1]]);
-        *inner.entry(cookie).ok_or(EINVAL)? = (cookie, opcode, slot);
+    fn write(inner: &mut Inner, r: &Regs<'_>, cmd: CmdEntry, cookie: u32, slot: Slot) -> Result {
+        let cmd = cmd.with_cookie(cookie);
+        *inner.entry(cookie).ok_or(EINVAL)? = (cookie, cmd.opcode(), slot);
         let (cmdq, _) = inner.rings.as_ref().ok_or(ENODEV)?;
-        cmdq.write(inner.prod, cmd)?;
+        cmdq.write(inner.prod, cmd.bytes())?;
         inner.prod = inner.prod.wrapping_add(1);
         // Entry before index (spec §5).
         mb(Write);

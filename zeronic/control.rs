@@ -35,8 +35,13 @@ use kernel::{
         Coherent, //
     },
     mm::pin::PinnedPages,
-    net::dev::DevId,
-    new_condvar, new_mutex, new_spinlock_irq, pci,
+    net::{
+        dev::DevId,
+        napi::NapiContext, //
+    },
+    new_condvar, new_mutex, new_spinlock_irq,
+    page::Page,
+    pci,
     prelude::*,
     sync::{
         aref::ARef,
@@ -59,13 +64,17 @@ use crate::{
         CmdQueue,
         CmdRoom, //
     },
-    flow::Flow,
-    hw::{cmd::CmdCompletion, regs, status},
-    nic_regs::NicRegs,
-    queues::{
-        RxRing,
-        TxRing, //
+    hw::{
+        cmd::{
+            CmdCompletion,
+            CmdEntry,
+            Command, //
+        },
+        desc::HDRQ_ENTRY_SIZE,
+        regs,
+        status, //
     },
+    nic_regs::NicRegs,
     ring::Ring,
 };
 
@@ -251,6 +260,40 @@ pub(crate) struct Region {
     pub(crate) uid: Kuid,
 }
 
+/// A flow attached to the NIC, as this layer and the ports see it: the NIC
+/// layer keeps the Flow Table's entries and fails them at a reset, the
+/// header queue (NAPI) delivers the entries the NIC wrote for them. The
+/// zero-copy layer's flow implements it; this layer never names that type.
+pub(crate) trait AttachedFlow: Send + Sync {
+    /// The port the flow's connection runs on.
+    fn port(&self) -> u32;
+
+    /// The NIC's reset took the flow (`reset_done`: the NIC confirmed it
+    /// does no DMA any more). Called once, in process context.
+    fn nic_gone(&self, reset_done: bool);
+
+    /// Delivers one header queue entry `raw` the NIC wrote for the flow to
+    /// TCP (NAPI context): packets and bytes handed up. `zero` is the
+    /// port's zero page.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for an entry that is not the flow's or does not match what
+    /// the NIC placed for it, or other errnos of the delivery; the entry is
+    /// dropped and counted by the caller.
+    fn deliver_header(
+        &self,
+        ctx: &mut NapiContext<'_>,
+        raw: &[u8; HDRQ_ENTRY_SIZE],
+        zero: &Page,
+    ) -> Result<(u64, u64)>;
+}
+
+/// Memory a layer above handed to the NIC (a port's rings with their posted
+/// buffers), held by [`Control::release_memory`] until the NIC confirmed it
+/// is done with it; only dropped, or leaked.
+pub(crate) trait NicMemory: Send {}
+
 /// Memory the NIC was handed and has not confirmed it is done with.
 pub(crate) enum Held {
     /// A page list handed to the NIC with `CMD_MR_REG`.
@@ -258,10 +301,9 @@ pub(crate) enum Held {
     /// A registered region whose registration or invalidation did not
     /// complete.
     Region(Region),
-    /// A port's TX rings whose queues did not confirm they stopped.
-    Tx(#[expect(dead_code, reason = "owned, to be dropped")] TxRing),
-    /// A port's RX rings (and posted buffers), likewise.
-    Rx(#[expect(dead_code, reason = "owned, to be dropped")] RxRing),
+    /// A port's rings (and posted buffers) whose queues did not confirm
+    /// they stopped.
+    Memory(#[expect(dead_code, reason = "owned, to be dropped")] KBox<dyn NicMemory>),
     /// The event queue.
     Events(#[expect(dead_code, reason = "owned, to be dropped")] Ring<16>),
 }
@@ -292,7 +334,7 @@ pub(crate) struct Control {
     /// Attached flows by their index in the NIC's Flow Table, for the
     /// header queue (NAPI); taken in any context.
     #[pin]
-    flows: SpinLockIrq<KVec<Option<Arc<Flow>>>>,
+    flows: SpinLockIrq<KVec<Option<Arc<dyn AttachedFlow>>>>,
     #[pin]
     inner: Mutex<Inner>,
     /// Notified (with [`Control::inner`]) when the unbind's reset ends the
@@ -383,13 +425,13 @@ impl Control {
     /// already: registered then, the flow and this `Control` would hold
     /// each other (each keeps an `Arc` of the other) with nobody left to
     /// fail the flow.
-    pub(crate) fn add_flow(&self, hw_index: u32, flow: Arc<Flow>) -> Result {
+    pub(crate) fn add_flow(&self, hw_index: u32, flow: Arc<dyn AttachedFlow>) -> Result {
         {
             let mut flows = self.flows.lock();
             // CAST: u32 -> usize is lossless.
             match flows.get_mut(hw_index as usize) {
                 Some(slot @ None) => {
-                    if let Some(zc) = self.zc(flow.port) {
+                    if let Some(zc) = self.zc(flow.port()) {
                         zc.flows.add(1, Relaxed);
                     }
                     *slot = Some(flow.clone());
@@ -402,24 +444,28 @@ impl Control {
         // it takes the flows, so either it took this one (and fails it) or
         // this sees its state.
         if matches!(self.inner.lock().state, State::Quiesced | State::Lost) {
-            self.remove_flow(hw_index, &flow);
+            self.remove_flow(hw_index, &*flow);
             return Err(ENODEV);
         }
         Ok(())
     }
 
     /// Unregisters `flow` (if it is the NIC's flow `hw_index`).
-    pub(crate) fn remove_flow(&self, hw_index: u32, flow: &Arc<Flow>) {
+    pub(crate) fn remove_flow(&self, hw_index: u32, flow: &dyn AttachedFlow) {
+        // The same flow: the same object (the vtable is not compared).
+        let same = |f: &Arc<dyn AttachedFlow>| {
+            core::ptr::addr_eq(Arc::as_ptr(f), flow as *const dyn AttachedFlow)
+        };
         let old = {
             let mut flows = self.flows.lock();
             // CAST: u32 -> usize is lossless.
             match flows.get_mut(hw_index as usize) {
-                Some(slot) if slot.as_ref().is_some_and(|f| Arc::ptr_eq(f, flow)) => slot.take(),
+                Some(slot) if slot.as_ref().is_some_and(same) => slot.take(),
                 _ => None,
             }
         };
         if old.is_some() {
-            if let Some(zc) = self.zc(flow.port) {
+            if let Some(zc) = self.zc(flow.port()) {
                 zc.flows.fetch_sub(1, Relaxed);
             }
         }
@@ -439,7 +485,7 @@ impl Control {
     }
 
     /// The flow the NIC calls `hw_index` (header queue). Any context.
-    pub(crate) fn flow(&self, hw_index: u32) -> Option<Arc<Flow>> {
+    pub(crate) fn flow(&self, hw_index: u32) -> Option<Arc<dyn AttachedFlow>> {
         // CAST: u32 -> usize is lossless.
         self.flows.lock().get(hw_index as usize)?.clone()
     }
@@ -476,7 +522,7 @@ impl Control {
     /// - `ENOMEM`, `EINVAL` as [`CmdQueue::submit_or_wait`].
     pub(crate) fn submit_or_wait(
         &self,
-        cmd: [u8; 64],
+        cmd: CmdEntry,
         on_done: Option<Arc<dyn CmdDone>>,
         waiter: &Arc<dyn CmdRoom>,
         waiting: &mut bool,
@@ -562,7 +608,7 @@ impl Control {
         // The NIC's flows are gone with its reset.
         let flows = core::mem::take(&mut *self.flows.lock());
         for flow in flows.into_iter().flatten() {
-            if let Some(zc) = self.zc(flow.port) {
+            if let Some(zc) = self.zc(flow.port()) {
                 zc.flows.fetch_sub(1, Relaxed);
             }
             flow.nic_gone(reset_done);
@@ -654,6 +700,21 @@ impl Control {
                 drop(inner);
                 // Announced once, by `quiesced`.
                 leak(item);
+            }
+        }
+    }
+
+    /// Gives back memory a layer above handed to the NIC, as
+    /// [`Control::release`]; leaked (logged) if it cannot be boxed.
+    pub(crate) fn release_memory<T: NicMemory + 'static>(&self, memory: T) {
+        match KBox::<T>::new_uninit(GFP_KERNEL) {
+            Ok(b) => {
+                let b: KBox<T> = KBox::write(b, memory);
+                self.release(Held::Memory(b));
+            }
+            Err(_) => {
+                pr_err!("out of memory holding back memory the NIC may still access; leaking it\n");
+                core::mem::forget(memory);
             }
         }
     }
@@ -793,9 +854,9 @@ impl Commands<'_> {
     /// # Errors
     ///
     /// - `EIO` if [`CmdQueue::wait`] fails (not posted, or not completed in time).
-    pub(crate) fn exec(&mut self, cmd: [u8; 64]) -> Result<CmdCompletion> {
-        let opcode = u16::from_le_bytes([cmd[0], cmd[1]]);
-        match self.control.cmdq.wait(cmd, cmd_timeout_ms()) {
+    pub(crate) fn exec<C: Command>(&mut self, cmd: &C) -> Result<CmdCompletion> {
+        let opcode = C::OPCODE;
+        match self.control.cmdq.wait(cmd.entry(), cmd_timeout_ms()) {
             Ok(done) => {
                 if done.status != status::ST_OK {
                     pr_debug!("command {} failed with status {}\n", opcode, done.status);

@@ -76,7 +76,7 @@ const IFNAME: &CStr = c"zn%d";
 /// major version is not the one this driver implements; `EINVAL` when the
 /// header is inconsistent. Each case is logged.
 fn read_identity(pdev: &pci::Device<Core<'_>>, r: &Regs<'_>) -> Result<Identity> {
-    let magic = r.r32(regs::REG_MAGIC)?;
+    let magic = r.reg32::<{ regs::REG_MAGIC }>();
     if magic != regs::ZN_MAGIC {
         dev_info!(
             pdev,
@@ -87,13 +87,13 @@ fn read_identity(pdev: &pci::Device<Core<'_>>, r: &Regs<'_>) -> Result<Identity>
         return Err(ENODEV);
     }
     let id = Identity {
-        version: r.r32(regs::REG_VERSION)?,
-        caps: r.r32(regs::REG_CAPS)?,
-        ports: r.r32(regs::REG_NUM_PORTS)?,
-        max_mtu: r.r32(regs::REG_MAX_MTU)?,
-        mr_capacity: r.r32(regs::REG_MR_CAPACITY)?,
-        flow_capacity: r.r32(regs::REG_FLOW_CAPACITY)?,
-        ms_per_flow: r.r32(regs::REG_MS_PER_FLOW)?,
+        version: r.reg32::<{ regs::REG_VERSION }>(),
+        caps: r.reg32::<{ regs::REG_CAPS }>(),
+        ports: r.reg32::<{ regs::REG_NUM_PORTS }>(),
+        max_mtu: r.reg32::<{ regs::REG_MAX_MTU }>(),
+        mr_capacity: r.reg32::<{ regs::REG_MR_CAPACITY }>(),
+        flow_capacity: r.reg32::<{ regs::REG_FLOW_CAPACITY }>(),
+        ms_per_flow: r.reg32::<{ regs::REG_MS_PER_FLOW }>(),
     };
     if id.version >> 16 != regs::ZN_VERSION_MAJOR {
         dev_err!(
@@ -136,11 +136,11 @@ fn read_identity(pdev: &pci::Device<Core<'_>>, r: &Regs<'_>) -> Result<Identity>
 fn reset(nic: &NicRegs) -> Result {
     {
         let r = nic.get()?;
-        r.w32(regs::REG_DEV_CTRL, regs::DEV_CTRL_RESET)?;
+        r.set_reg32::<{ regs::REG_DEV_CTRL }>(regs::DEV_CTRL_RESET);
         r.doorbell(regs::DB_CMD)?;
     }
     poll_until(nic, RESET_TIMEOUT_MS, |r| {
-        Ok(r.r32(regs::REG_DEV_CTRL)? == 0)
+        Ok(r.reg32::<{ regs::REG_DEV_CTRL }>() == 0)
     })
 }
 
@@ -198,7 +198,7 @@ impl<'bound> ZeroNicDevice<'bound> {
         let identity = read_identity(pdev, &nic.get()?)?;
 
         reset(&nic).inspect_err(|e| dev_err!(pdev, "NIC did not reset: {:?}\n", e))?;
-        let status = nic.get()?.r32(regs::REG_DEV_STATUS)?;
+        let status = nic.get()?.reg32::<{ regs::REG_DEV_STATUS }>();
         if status & regs::DEV_STATUS_DMA_OK == 0 {
             dev_err!(pdev, "NIC cannot reach guest RAM (DMA window not mapped)\n");
             return Err(EIO);
@@ -234,7 +234,7 @@ impl<'bound> ZeroNicDevice<'bound> {
                     u32::from(v != regs::VEC_ASYNC),
                 )?;
             }
-            r.w32(regs::REG_DEV_CTRL, regs::DEV_CTRL_ENABLE)?;
+            r.set_reg32::<{ regs::REG_DEV_CTRL }>(regs::DEV_CTRL_ENABLE);
             r.doorbell(regs::DB_CMD)?;
         }
         let types = pci::IrqTypes::default().with(pci::IrqType::MsiX);

@@ -19,7 +19,7 @@
 //! cursor is moved past them (`FLOWU_CURSOR`, posted without waiting).
 //! Completions report only bytes TCP accepted in order.
 //!
-//! **Send** is in `flow_tx.rs`.
+//! **Send** is in `flow/tx.rs`.
 //!
 //! **Teardown** ([`Flow::detach`]: the ioctl, `close()` of the socket, or the
 //! file going away): no more posts; the NIC flow is removed, and only once the
@@ -95,11 +95,6 @@ use crate::{
         Credit, //
     },
     defer::DropInProcess,
-    flow_cmds::Deferred,
-    flow_tx::{
-        Pending,
-        TxState, //
-    },
     hw::{
         cmd::{
             CmdCompletion,
@@ -113,6 +108,16 @@ use crate::{
         MrUse, //
     },
     uapi,
+};
+
+mod cmds;
+pub(crate) mod tx;
+mod user;
+
+use cmds::Deferred;
+use tx::{
+    Pending,
+    TxState, //
 };
 
 /// Receive segments one flow may have posted (the NIC's `MS_PER_FLOW`).
@@ -253,9 +258,9 @@ pub(crate) struct FlowInner {
     /// commands in order, so each such completion of this flow is the
     /// first of them's.
     pub(crate) awaited: KVec<Awaited>,
-    /// Commands waiting for room in the command queue (`flow_cmds.rs`).
+    /// Commands waiting for room in the command queue (`flow/cmds.rs`).
     pub(crate) deferred: Deferred,
-    /// Send state (`flow_tx.rs`).
+    /// Send state (`flow/tx.rs`).
     pub(crate) tx: TxState,
 }
 
@@ -291,14 +296,14 @@ pub(crate) struct Flow {
     pub(crate) stats: FlowStats,
     #[pin]
     pub(crate) inner: SpinLockIrq<FlowInner>,
-    /// Sends not fully queued into TCP yet (`flow_tx.rs`); taken with the
+    /// Sends not fully queued into TCP yet (`flow/tx.rs`); taken with the
     /// socket lock held.
     #[pin]
     pub(crate) tx_pending: Mutex<KVec<Pending>>,
     /// Whether `tx_pending` is not empty (read from softirq).
     pub(crate) tx_pending_hint: Atomic<bool>,
     /// Queues pending sends once TCP reports send space, and refreshes the
-    /// receive window once the NIC has more room (`flow_tx.rs`).
+    /// receive window once the NIC has more room (`flow/tx.rs`).
     #[pin]
     work: Work<Flow>,
 }
@@ -703,7 +708,7 @@ impl Flow {
         inner.remove_wanted = true;
         inner.deferred.drop_data_cmds();
         // Not the last reference: the caller holds one.
-        self.control.remove_flow(self.hw_index, self);
+        self.control.remove_flow(self.hw_index, &**self);
         // If the NIC is broken or going away, its reset stops it; the
         // segments are given back when the flow is detached.
         self.remove_after_reset(inner);

@@ -39,31 +39,31 @@ use kernel::{
     },
     page::Page,
     prelude::*,
-    sync::Arc,
 };
 
 use crate::{
+    control::AttachedFlow,
     flow::{
         stream_off,
         Flow,
         Phase, //
     },
-    hw::desc::{
-        HdrEntry,
-        HDRF_DUP,
-        HDRF_NO_PAYLOAD,
-        HDRQ_ENTRY_SIZE,
-        HDRQ_HDR_OFFSET, //
+    hw::{
+        desc::{
+            HdrEntry,
+            HDRF_DUP,
+            HDRF_NO_PAYLOAD,
+            HDRQ_ENTRY_SIZE,
+            HDRQ_HDR_OFFSET, //
+        },
+        net::{
+            ipv4_header_checksum,
+            parse_tcp4,
+            TCP_FIN,
+            TCP_PSH, //
+        },
     },
 };
-
-/// Ethernet + minimal IPv4 + minimal TCP header.
-const MIN_HDR: usize = 14 + 20 + 20;
-const ETH_P_IP: u16 = 0x0800;
-const IPPROTO_TCP: u8 = 6;
-/// TCP flags only the last skb of a split entry keeps.
-const TCP_FIN: u8 = 0x01;
-const TCP_PSH: u8 = 0x08;
 
 /// Offsets of the parts of a received header.
 struct Layout {
@@ -78,26 +78,16 @@ struct Layout {
 }
 
 /// Checks that `hdr` is exactly an Ethernet II + IPv4 + TCP header (what the
-/// NIC reports for flows) and returns its layout.
+/// NIC reports for flows: the headers of one packet, its payload placed)
+/// and returns its layout.
 fn parse(hdr: &[u8]) -> Option<Layout> {
-    if hdr.len() < MIN_HDR {
-        return None;
-    }
-    let ethertype = u16::from_be_bytes([*hdr.get(12)?, *hdr.get(13)?]);
-    let vihl = *hdr.get(14)?;
-    if ethertype != ETH_P_IP || vihl >> 4 != 4 || *hdr.get(23)? != IPPROTO_TCP {
-        return None;
-    }
-    let ip_len = usize::from(vihl & 0xf) * 4;
-    let tcp = 14 + ip_len;
-    let tcp_len = usize::from(*hdr.get(tcp + 12)? >> 4) * 4;
-    if ip_len < 20 || tcp_len < 20 || tcp + tcp_len != hdr.len() {
-        return None;
-    }
-    Some(Layout {
-        ip: 14,
-        ip_len,
-        tcp,
+    // The packet's length is its IPv4 total length: nothing to check
+    // against but the header itself.
+    let t = parse_tcp4(hdr, usize::MAX).ok()??;
+    (t.pay_off() == hdr.len()).then(|| Layout {
+        ip: t.l3_off(),
+        ip_len: t.ihl,
+        tcp: t.l4_off(),
         len: hdr.len(),
     })
 }
@@ -116,22 +106,6 @@ fn of_connection(hdr: &[u8], l: &Layout, t: &Ipv4Tuple) -> bool {
         && hdr.get(tcp + 2..tcp + 4) == Some(&t.sport.to_be_bytes()[..])
 }
 
-/// The IPv4 header checksum of `ip` (its checksum field zeroed first).
-fn ip_checksum(ip: &mut [u8]) -> u16 {
-    if let Some(c) = ip.get_mut(10..12) {
-        c.copy_from_slice(&[0, 0]);
-    }
-    let mut sum: u32 = 0;
-    for w in ip.chunks_exact(2) {
-        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    // CAST: folded to 16 bits above.
-    !(sum as u16)
-}
-
 /// Rewrites the header of an skb covering `len` payload bytes from TCP
 /// sequence `seq`; `last` keeps FIN and PSH.
 fn fix_header(h: &mut [u8], l: &Layout, seq: u32, len: u32, last: bool) -> Result {
@@ -140,7 +114,7 @@ fn fix_header(h: &mut [u8], l: &Layout, seq: u32, len: u32, last: bool) -> Resul
         .ok_or(EINVAL)?
         .copy_from_slice(&tot.to_be_bytes());
     let ip = h.get_mut(l.ip..l.ip + l.ip_len).ok_or(EINVAL)?;
-    let csum = ip_checksum(ip);
+    let csum = ipv4_header_checksum(ip);
     ip.get_mut(10..12)
         .ok_or(EINVAL)?
         .copy_from_slice(&csum.to_be_bytes());
@@ -155,6 +129,27 @@ fn fix_header(h: &mut [u8], l: &Layout, seq: u32, len: u32, last: bool) -> Resul
     Ok(())
 }
 
+/// The NIC layer's view of a flow: its Flow Table entry is failed at a
+/// reset, and the header queue hands it the entries the NIC wrote for it.
+impl AttachedFlow for Flow {
+    fn port(&self) -> u32 {
+        self.port
+    }
+
+    fn nic_gone(&self, reset_done: bool) {
+        Flow::nic_gone(self, reset_done);
+    }
+
+    fn deliver_header(
+        &self,
+        ctx: &mut NapiContext<'_>,
+        raw: &[u8; HDRQ_ENTRY_SIZE],
+        zero: &Page,
+    ) -> Result<(u64, u64)> {
+        deliver(ctx, self, raw, zero)
+    }
+}
+
 /// Builds and delivers the skbs of one header-queue entry (`raw`, a whole
 /// 256-byte slot) of `flow`; returns the skbs and bytes delivered.
 ///
@@ -165,9 +160,9 @@ fn fix_header(h: &mut [u8], l: &Layout, seq: u32, len: u32, last: bool) -> Resul
 ///   target for.
 /// - `ENOMEM` if an skb cannot be allocated.
 /// - `EINVAL`, `EMSGSIZE` as the skb calls (never: each skb is sized for its header).
-pub(crate) fn deliver(
+fn deliver(
     ctx: &mut NapiContext<'_>,
-    flow: &Arc<Flow>,
+    flow: &Flow,
     raw: &[u8; HDRQ_ENTRY_SIZE],
     zero: &Page,
 ) -> Result<(u64, u64)> {
@@ -280,13 +275,23 @@ mod tests {
         dport: 80,
     };
 
+    use crate::hw::net::{
+        ETH_HLEN,
+        ETH_P_IPV4, //
+    };
+
+    /// Ethernet + minimal IPv4 + minimal TCP header.
+    const MIN_HDR: usize = ETH_HLEN + 20 + 20;
+
     /// An Ethernet + IPv4 + TCP header (no options) from `src:sport` to
     /// `dst:dport`.
     fn header(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> [u8; MIN_HDR] {
         let mut h = [0u8; MIN_HDR];
-        h[12..14].copy_from_slice(&ETH_P_IP.to_be_bytes());
+        h[12..14].copy_from_slice(&ETH_P_IPV4.to_be_bytes());
         h[14] = 0x45;
-        h[23] = IPPROTO_TCP;
+        // The total length of a packet without payload.
+        h[16..18].copy_from_slice(&40u16.to_be_bytes());
+        h[23] = 6;
         h[26..30].copy_from_slice(&src);
         h[30..34].copy_from_slice(&dst);
         h[34..36].copy_from_slice(&sport.to_be_bytes());

@@ -21,6 +21,10 @@ pub(crate) mod cmd;
 pub(crate) mod desc;
 
 #[expect(unreachable_pub, dead_code)]
+#[path = "../hw/src/net.rs"]
+pub(crate) mod net;
+
+#[expect(unreachable_pub, dead_code)]
 #[path = "../hw/src/regs.rs"]
 pub(crate) mod regs;
 

@@ -132,15 +132,18 @@ impl Events {
                     pr_err!("NIC refused queue {:#x}: status {}\n", ev.info, ev.detail);
                 }
                 // `info` is the fatal code; the queue is in REG_FATAL_INFO.
-                status::EV_FATAL => self.fatal(ev.info, r.r32(regs::REG_FATAL_INFO)?),
+                status::EV_FATAL => self.fatal(ev.info, r.reg32::<{ regs::REG_FATAL_INFO }>()),
                 _ => kernel::pr_warn_once!("unknown NIC event {}\n", ev.code),
             }
             cons = cons.wrapping_add(1);
         }
         self.cons.store(cons, Relaxed);
         r.w32(evq.reg(regs::Q_CONS), cons)?;
-        if r.r32(regs::REG_DEV_STATUS)? & regs::DEV_STATUS_FATAL != 0 {
-            self.fatal(r.r32(regs::REG_FATAL_CODE)?, r.r32(regs::REG_FATAL_INFO)?);
+        if r.reg32::<{ regs::REG_DEV_STATUS }>() & regs::DEV_STATUS_FATAL != 0 {
+            self.fatal(
+                r.reg32::<{ regs::REG_FATAL_CODE }>(),
+                r.reg32::<{ regs::REG_FATAL_INFO }>(),
+            );
         }
         r.doorbell(regs::DB_REARM)
     }

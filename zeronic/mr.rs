@@ -66,8 +66,6 @@ use crate::{
         cmd::{
             CmdMrInval,
             CmdMrReg,
-            CMD_MR_INVAL,
-            CMD_MR_REG,
             MR_ACCESS_LOCAL_READ,
             MR_ACCESS_LOCAL_WRITE, //
         },
@@ -309,7 +307,6 @@ impl Mr {
             }
             let list: kernel::dma::Coherent<[u64]> = list.into();
             let cmd = CmdMrReg {
-                opcode: CMD_MR_REG,
                 access: hw_access,
                 npages: u32::try_from(npages)?,
                 first_off: u32::try_from(first_off)?,
@@ -323,7 +320,7 @@ impl Mr {
                 npages: npages as u64,
                 uid,
             };
-            let done = match cmds.exec(cmd.encode()) {
+            let done = match cmds.exec(&cmd) {
                 Ok(done) => done,
                 Err(e) => {
                     // Posted but not completed: the NIC may still read the
@@ -378,11 +375,10 @@ impl Mr {
     fn invalidate(&self) -> Result {
         self.control.with_bound(|_, cmds| {
             let cmd = CmdMrInval {
-                opcode: CMD_MR_INVAL,
                 key: self.key,
                 ..Default::default()
             };
-            let done = cmds.exec(cmd.encode())?;
+            let done = cmds.exec(&cmd)?;
             if done.status != status::ST_OK {
                 pr_err!(
                     "NIC refused to invalidate key {:#x}: status {}\n",

@@ -69,7 +69,22 @@ impl NicRegs {
 }
 
 impl Regs<'_> {
-    /// Reads a 32-bit register of BAR2.
+    /// Reads the device register at the fixed offset `OFF` (`regs::REG_*`);
+    /// an offset outside BAR2 does not build.
+    #[inline]
+    pub(crate) fn reg32<const OFF: usize>(&self) -> u32 {
+        (&*self.bar2).read32(OFF)
+    }
+
+    /// Writes `val` to the device register at the fixed offset `OFF`
+    /// (`regs::REG_*`); an offset outside BAR2 does not build.
+    #[inline]
+    pub(crate) fn set_reg32<const OFF: usize>(&self, val: u32) {
+        (&*self.bar2).write32(val, OFF)
+    }
+
+    /// Reads the 32-bit register at `off` of BAR2, an offset computed at run
+    /// time (a queue's, a vector's or a port's block).
     ///
     /// # Errors
     ///

@@ -51,16 +51,16 @@ use kernel::{
 };
 
 use crate::{
-    control::{
-        Control,
-        Held, //
-    },
+    control::Control,
     ethtool::{
         self,
         PortConfig, //
     },
-    flow_tx::SEND_OPS,
-    hw::regs,
+    flow::tx::SEND_OPS,
+    hw::{
+        net::ETH_P_IPV4,
+        regs, //
+    },
     nic_regs::{
         NicRegs,
         Regs, //
@@ -74,9 +74,6 @@ use crate::{
         TxRing, //
     },
 };
-
-/// EtherType of IPv4 (`skb->protocol` of an untagged IPv4 packet).
-const ETH_P_IP: u16 = 0x0800;
 
 /// Private data of a port's net_device.
 #[pin_data]
@@ -266,8 +263,8 @@ impl Port {
         if self.control.is_lost() {
             // Its reset already went unanswered: waiting for each queue
             // would only add timeouts before the same outcome.
-            self.control.release(Held::Tx(tx));
-            self.control.release(Held::Rx(rx));
+            self.control.release_memory(tx);
+            self.control.release_memory(rx);
             return;
         }
         // Every queue is asked to stop, whatever the others answer.
@@ -289,8 +286,8 @@ impl Port {
                 self.index,
                 e
             );
-            self.control.release(Held::Tx(tx));
-            self.control.release(Held::Rx(rx));
+            self.control.release_memory(tx);
+            self.control.release_memory(rx);
         }
     }
 
@@ -350,7 +347,7 @@ impl NetDeviceOps for Port {
             .is_some_and(|wr| wr.mr.valid.load(Relaxed) && merge_params(skb, wr).is_some());
         let plain_tso = || {
             this.control.identity.caps & regs::CAP_PLAIN_TSO != 0
-                && skb.protocol() == ETH_P_IP
+                && skb.protocol() == ETH_P_IPV4
                 && skb.len() <= regs::MAX_TSO_FRAME
         };
         if merge || !skb.is_gso() || plain_tso() {

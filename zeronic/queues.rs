@@ -69,8 +69,11 @@ use kernel::{
 };
 
 use crate::{
-    control::Control,
-    flow_tx::{
+    control::{
+        Control,
+        NicMemory, //
+    },
+    flow::tx::{
         SendWr,
         SEND_OPS, //
     },
@@ -89,6 +92,7 @@ use crate::{
             TX_OP_MERGE,
             TX_OP_PLAIN, //
         },
+        net::parse_tcp4,
         regs, status,
     },
     nic_regs::{
@@ -421,6 +425,9 @@ pub(crate) struct TxRing {
     db_pending: bool,
 }
 
+// Held by the NIC layer until the NIC confirmed the queues stopped.
+impl NicMemory for TxRing {}
+
 impl TxRing {
     /// A ring of `slots` entries (a power of two) with buffers for `mtu`;
     /// with `tso`, also `TSO_BUFS` buffers for plain TSO sends.
@@ -639,6 +646,9 @@ pub(crate) struct RxRing {
     cons: u32,
 }
 
+// Held by the NIC layer until the NIC confirmed the queues stopped.
+impl NicMemory for RxRing {}
+
 impl RxRing {
     /// A ring of `slots` entries (a power of two) with buffers for `mtu`.
     ///
@@ -838,7 +848,7 @@ impl Queues {
         }
         if let Some(wr) = SEND_OPS.lookup(skb) {
             // A ZeroNIC send whose region is still registered, the skb's
-            // payload all the send's: the NIC reads it by key (`flow_tx.rs`).
+            // payload all the send's: the NIC reads it by key (`flow/tx.rs`).
             // Otherwise (region released meanwhile; or bytes written before
             // the attach that TCP had not sent share the skb, see
             // `merge_params`) `features_check` kept GSO only for what is
@@ -1055,7 +1065,7 @@ impl Queues {
             let raw = rx.hdrq.read(rx.hdr_cons)?;
             let flow_index = u32::from_le_bytes([raw[4], raw[5], raw[6], raw[7]]);
             let res = match self.control.flow(flow_index) {
-                Some(flow) => crate::hdrq::deliver(ctx, &flow, &raw, &self.zero),
+                Some(flow) => flow.deliver_header(ctx, &raw, &self.zero),
                 None => Err(ENOENT),
             };
             match res {
@@ -1127,22 +1137,11 @@ impl Queues {
 /// other send, so bytes written before the attach may come first (the
 /// frame is then copied).
 pub(crate) fn merge_params(skb: &SkBuff, wr: &SendWr) -> Option<(u32, u64, u32)> {
-    let h = skb.data();
-    let ihl = usize::from(*h.get(14)? & 0xf) * 4;
-    let tcp = 14 + ihl;
-    let doff = usize::from(*h.get(tcp + 12)? >> 4) * 4;
-    let hdr_len = u32::try_from(tcp + doff).ok()?;
-    if ihl < 20 || doff < 20 || u16::from_be_bytes([*h.get(12)?, *h.get(13)?]) != 0x0800 {
-        return None;
-    }
-    let seq = u32::from_be_bytes([
-        *h.get(tcp + 4)?,
-        *h.get(tcp + 5)?,
-        *h.get(tcp + 6)?,
-        *h.get(tcp + 7)?,
-    ]);
+    // CAST: u32 -> usize is lossless on every architecture Linux supports.
+    let t = parse_tcp4(skb.data(), skb.len() as usize).ok()??;
+    let hdr_len = u32::try_from(t.pay_off()).ok()?;
     let pay = skb.len().checked_sub(hdr_len)?;
-    let mr_offset = wr.mr_offset_of(seq, pay)?;
+    let mr_offset = wr.mr_offset_of(t.seq, pay)?;
     Some((hdr_len, mr_offset, pay))
 }
 

@@ -25,8 +25,6 @@ mod driver;
 mod ethtool;
 mod fifo;
 mod flow;
-mod flow_cmds;
-mod flow_tx;
 mod hdrq;
 mod hw;
 mod irq;

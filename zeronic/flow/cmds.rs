@@ -44,11 +44,11 @@ use crate::{
         Seg, //
     },
     hw::cmd::{
-        CmdFlow,
+        CmdEntry,
         CmdMsPost,
-        CMD_FLOW_REMOVE,
-        CMD_FLOW_UPDATE,
-        CMD_MS_POST,
+        Command,
+        FlowRemove,
+        FlowUpdate,
         FLOWU_CURSOR,
         FLOWU_RING_HEAD,
         MS_DIR_RECV, //
@@ -109,7 +109,7 @@ impl Flow {
     fn give(
         self: &Arc<Self>,
         inner: &mut FlowInner,
-        cmd: [u8; 64],
+        cmd: CmdEntry,
         awaited: Option<Awaited>,
         done: bool,
     ) -> Result<bool> {
@@ -147,7 +147,7 @@ impl Flow {
     pub(crate) fn post_segment(
         self: &Arc<Self>,
         inner: &mut FlowInner,
-        cmd: [u8; 64],
+        cmd: CmdEntry,
         start: u64,
         end: u64,
     ) -> Result {
@@ -169,7 +169,7 @@ impl Flow {
     fn give_segment(
         self: &Arc<Self>,
         inner: &mut FlowInner,
-        cmd: [u8; 64],
+        cmd: CmdEntry,
         start: u64,
         end: u64,
     ) -> Result<bool> {
@@ -306,12 +306,12 @@ impl Flow {
     }
 
     /// The `CMD_MS_POST` of a receive segment.
-    pub(crate) fn ms_post_cmd(&self, seg: &Seg) -> [u8; 64] {
+    pub(crate) fn ms_post_cmd(&self, seg: &Seg) -> CmdEntry {
         ms_post_cmd(self.hw_index, seg.mr.key, seg.mr_off, seg.len, seg.wr_id)
     }
 
     /// The `FLOWU_RING_HEAD` of the ring head and the room it gives.
-    fn ring_head_cmd(&self, inner: &FlowInner) -> Option<([u8; 64], u64)> {
+    fn ring_head_cmd(&self, inner: &FlowInner) -> Option<(CmdEntry, u64)> {
         let RxTarget::Ring { size, .. } = &self.target else {
             return None;
         };
@@ -319,33 +319,28 @@ impl Flow {
         Some((cmd, inner.ring_head + size))
     }
 
-    /// This flow's `CMD_FLOW_UPDATE` of `flag` at `stream_off`, encoded.
-    fn update_cmd(&self, flag: u16, stream_off: u64) -> [u8; 64] {
-        CmdFlow {
-            opcode: CMD_FLOW_UPDATE,
-            flags: flag,
+    /// This flow's `CMD_FLOW_UPDATE` of `flag` at `stream_off`.
+    fn update_cmd(&self, flag: u16, stream_off: u64) -> CmdEntry {
+        FlowUpdate {
             flow: self.hw_index,
+            flags: flag,
             stream_off,
-            ..Default::default()
         }
-        .encode()
+        .entry()
     }
 
-    fn remove_cmd(&self) -> [u8; 64] {
-        CmdFlow {
-            opcode: CMD_FLOW_REMOVE,
+    fn remove_cmd(&self) -> CmdEntry {
+        FlowRemove {
             flow: self.hw_index,
-            ..Default::default()
         }
-        .encode()
+        .entry()
     }
 }
 
 /// The `CMD_MS_POST` of a receive segment of `len` bytes at `mr_off` of
 /// region `key`, on NIC flow `hw_index`.
-pub(crate) fn ms_post_cmd(hw_index: u32, key: u64, mr_off: u64, len: u32, wr_id: u64) -> [u8; 64] {
+pub(crate) fn ms_post_cmd(hw_index: u32, key: u64, mr_off: u64, len: u32, wr_id: u64) -> CmdEntry {
     CmdMsPost {
-        opcode: CMD_MS_POST,
         flow: hw_index,
         dir: MS_DIR_RECV,
         mr_key: key,
@@ -354,7 +349,7 @@ pub(crate) fn ms_post_cmd(hw_index: u32, key: u64, mr_off: u64, len: u32, wr_id:
         seg_cookie: wr_id,
         ..Default::default()
     }
-    .encode()
+    .entry()
 }
 
 impl CmdRoom for Flow {
