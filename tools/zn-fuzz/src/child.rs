@@ -23,7 +23,6 @@ use zeronic_uapi::{
 };
 
 use crate::errnos::{self, Call, ErrnoName};
-use crate::fuzz::PRINT_LIMIT;
 use crate::ioc::raw_ioctl;
 use crate::mem::Mem;
 use crate::rng::Rng;
@@ -74,7 +73,7 @@ fn check(shared: &Shared, call: Call, fd: i32, res: Result<i32, Errno>, a: u64, 
     };
     if bad {
         shared.undocumented.fetch_add(1, Relaxed);
-        if shared.may_print(PRINT_LIMIT) {
+        if shared.may_print() {
             let mut m = StackBuf {
                 buf: [0; 400],
                 len: 0,

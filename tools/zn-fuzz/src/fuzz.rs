@@ -33,8 +33,7 @@ use crate::mem::{ArgPages, Mem, Place};
 use crate::rng::Rng;
 use crate::shared::Shared;
 
-/// Messages printed per run at most; the counts are complete anyway.
-pub const PRINT_LIMIT: u64 = 60;
+pub mod v3;
 
 /// An open `/dev/zeronic` descriptor of the process. Closed when the last
 /// clone is dropped, so a thread's call never races the close of its number.
@@ -76,7 +75,7 @@ pub struct Proc {
     /// The other workers' ends.
     pub sock_tx: Mutex<Vec<OwnedFd>>,
     /// Version 3 objects: CQs, flows, sockets to attach.
-    pub v3: crate::v3::ProcV3,
+    pub v3: v3::ProcV3,
 }
 
 const MAX_FILES: usize = 12;
@@ -89,7 +88,7 @@ impl Proc {
         files: Vec<OwnedFd>,
         sock_rx: OwnedFd,
         sock_tx: Vec<OwnedFd>,
-        v3: crate::v3::ProcV3,
+        v3: v3::ProcV3,
     ) -> Proc {
         let p = Proc {
             v3,
@@ -326,7 +325,7 @@ impl<'a> Fuzzer<'a> {
     }
 
     fn report(&self, msg: &str) {
-        if self.shared.may_print(PRINT_LIMIT) {
+        if self.shared.may_print() {
             println!("zn-fuzz: VIOLATION [{}] {msg}", self.who);
         }
     }

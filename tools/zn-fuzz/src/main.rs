@@ -44,7 +44,6 @@ mod mem;
 mod racer;
 mod rng;
 mod shared;
-mod v3;
 
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
@@ -280,7 +279,7 @@ fn worker(w: WorkerStart) -> Result<()> {
         .with_context(|| format!("becoming {ident:?}"))?;
     let mem = mem::Mem::new()?;
     let base_pin = counters::vm_pin_kb()?;
-    let proc = fuzz::Proc::new(w.files, w.rx, w.tx, v3::ProcV3::new(w.link));
+    let proc = fuzz::Proc::new(w.files, w.rx, w.tx, fuzz::v3::ProcV3::new(w.link));
     std::thread::scope(|s| -> Result<()> {
         let mut handles = Vec::new();
         for t in 0..w.threads {

@@ -11,6 +11,9 @@ use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
 
 use crate::errnos::CALLS;
 
+/// Messages printed per run at most; the counts are complete anyway.
+pub const PRINT_LIMIT: u64 = 60;
+
 /// Keys handed out recently (by anyone), so a call can name another file's
 /// key, and a new key can be checked against earlier ones.
 pub const KEYBOARD: usize = 1024;
@@ -121,8 +124,9 @@ impl Shared {
         self.results[call][e].fetch_add(1, Relaxed);
     }
 
-    /// Whether a message may still be printed (at most `limit` of them).
-    pub fn may_print(&self, limit: u64) -> bool {
-        self.printed.fetch_add(1, Relaxed) < limit
+    /// Whether a message may still be printed (at most [`PRINT_LIMIT`] of
+    /// them in a run, all processes together).
+    pub fn may_print(&self) -> bool {
+        self.printed.fetch_add(1, Relaxed) < PRINT_LIMIT
     }
 }
