@@ -166,8 +166,8 @@ impl Frame {
 }
 
 pub use zeronic_hw::net::{
-    parse_tcp4, ParseError, Tcp4, ECN_CE, ETH_HLEN, ETH_P_IPV4, TCP_ACK, TCP_FIN, TCP_PSH,
-    TCP_RST, TCP_SYN,
+    parse_tcp4, ParseError, Tcp4, ECN_CE, ETH_HLEN, ETH_P_IPV4, TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST,
+    TCP_SYN,
 };
 
 /// Largest frame a port with `mtu` carries: MTU + Ethernet header, plus
