@@ -59,6 +59,7 @@ use crate::{
     },
     nic_regs::{
         NicRegs,
+        QueueRegs,
         Regs, //
     },
     ring::{
@@ -204,8 +205,8 @@ impl CmdQueue {
         dev: &Device<Bound>,
         regs: Arc<NicRegs>,
     ) -> Result<impl PinInit<Self, Error>> {
-        let cmdq = Ring::<64>::new(dev, CMDQ_ENTRIES, regs::REG_CMDQ)?;
-        let cmdcq = Ring::<16>::new(dev, CMDQ_ENTRIES, regs::REG_CMDCQ)?;
+        let cmdq = Ring::<64>::new(dev, CMDQ_ENTRIES, QueueRegs::CMDQ)?;
+        let cmdcq = Ring::<16>::new(dev, CMDQ_ENTRIES, QueueRegs::CMDCQ)?;
         let mut slots = KVec::with_capacity(CMDQ_ENTRIES as usize, GFP_KERNEL)?;
         for _ in 0..CMDQ_ENTRIES {
             slots.push((0, 0, Slot::Free), GFP_KERNEL)?;
@@ -238,7 +239,7 @@ impl CmdQueue {
     /// - `ENODEV` if the rings were taken away, or once the device is unbound.
     /// - `EIO` if the NIC refuses a queue's configuration.
     /// - `ETIMEDOUT` if the NIC does not answer.
-    /// - `EINVAL` as [`Regs::w32`].
+    /// - `EINVAL` as [`Regs::set_queue32`] (never).
     pub(crate) fn enable(&self) -> Result {
         // Programmed under the lock; the wait for the NIC (which sleeps)
         // needs only the register blocks.
@@ -286,7 +287,7 @@ impl CmdQueue {
     ///
     /// - `ENODEV` once the queue is closed, or the device is unbound.
     /// - `ENOMEM` if the waiters cannot grow (more of them than flows).
-    /// - `EINVAL` as [`Regs::w32`].
+    /// - `EINVAL` as [`Regs::set_queue32`] (never).
     pub(crate) fn submit_or_wait(
         &self,
         cmd: CmdEntry,
@@ -350,7 +351,7 @@ impl CmdQueue {
     /// - `ETIMEDOUT` once the NIC has completed no command at all for `timeout_ms`.
     /// - `EIO` once the NIC reports a fatal error (`DEV_STATUS_FATAL`).
     /// - `EBUSY` if the backlog is full (only if two callers wait at once).
-    /// - `EINVAL` as [`Regs::w32`].
+    /// - `EINVAL` as [`Regs::set_queue32`] (never).
     pub(crate) fn wait(&self, cmd: CmdEntry, timeout_ms: i64) -> Result<CmdCompletion> {
         let (cookie, mut seen) = {
             let mut inner = self.inner.lock();
@@ -502,7 +503,7 @@ impl CmdQueue {
         inner.prod = inner.prod.wrapping_add(1);
         // Entry before index (spec §5).
         mb(Write);
-        r.w32(cmdq.reg(regs::Q_PROD), inner.prod)
+        cmdq.set_prod(r, inner.prod)
     }
 
     /// Consumes completions; returns the callbacks to run once the lock is
@@ -561,7 +562,7 @@ impl CmdQueue {
             return done;
         }
         if let Some((_, cmdcq)) = inner.rings.as_ref() {
-            let _ = r.w32(cmdcq.reg(regs::Q_CONS), inner.cons);
+            let _ = cmdcq.set_cons(r, inner.cons);
         }
         // Room freed: post what waited for it, in order.
         Self::flush_backlog(inner, r);

@@ -52,7 +52,9 @@ use crate::{
     },
     nic_regs::{
         NicRegs,
-        Regs, //
+        QueueRegs,
+        Regs,
+        VectorRegs, //
     },
     port::Port,
     ring::{
@@ -211,7 +213,7 @@ impl<'bound> ZeroNicDevice<'bound> {
         )?;
 
         let slots: Arc<PortSlots> = Arc::new([SetOnce::new(), SetOnce::new()], GFP_KERNEL)?;
-        let evq = Ring::<16>::new(bpdev.as_ref(), EVQ_ENTRIES, regs::REG_EVQ)?;
+        let evq = Ring::<16>::new(bpdev.as_ref(), EVQ_ENTRIES, QueueRegs::EVQ)?;
         let events = Events::new(nic.clone(), control.clone(), evq, slots.clone());
         // Declared after everything the NIC may DMA to, so it drops first:
         // from the first queue enabled on, a failure resets the NIC before
@@ -229,8 +231,8 @@ impl<'bound> ZeroNicDevice<'bound> {
         {
             let r = nic.get()?;
             for v in 0..regs::MAX_VECTORS {
-                r.w32(
-                    regs::vec_block(v) + regs::VEC_MASK,
+                r.set_vector32::<{ regs::VEC_MASK }>(
+                    VectorRegs::new(v)?,
                     u32::from(v != regs::VEC_ASYNC),
                 )?;
             }

@@ -35,7 +35,10 @@ use crate::{
         Held, //
     },
     hw::{desc::Event, regs, status},
-    nic_regs::NicRegs,
+    nic_regs::{
+        NicRegs,
+        VectorRegs, //
+    },
     port::Port,
     ring::Ring,
 };
@@ -138,7 +141,7 @@ impl Events {
             cons = cons.wrapping_add(1);
         }
         self.cons.store(cons, Relaxed);
-        r.w32(evq.reg(regs::Q_CONS), cons)?;
+        evq.set_cons(&r, cons)?;
         if r.reg32::<{ regs::REG_DEV_STATUS }>() & regs::DEV_STATUS_FATAL != 0 {
             self.fatal(
                 r.reg32::<{ regs::REG_FATAL_CODE }>(),
@@ -200,7 +203,9 @@ impl Handler for Vector {
                 };
                 if let Ok(r) = regs.get() {
                     // Hold further interrupts until NAPI has polled.
-                    let _ = r.w32(regs::vec_block(*vector) + regs::VEC_MASK, 1);
+                    if let Ok(v) = VectorRegs::new(*vector) {
+                        let _ = r.set_vector32::<{ regs::VEC_MASK }>(v, 1);
+                    }
                 }
                 let napi = &netdev.data().napi;
                 napi.data().stats.prof.irq(*vector == regs::vec_rx(*port));

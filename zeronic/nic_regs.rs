@@ -68,6 +68,122 @@ impl NicRegs {
     }
 }
 
+/// The register block of one queue (`regs::Q_*`): a command, event or port
+/// queue. Only the constructors below make one, and each checks that the
+/// whole block lies inside BAR2, so a queue register cannot be addressed
+/// through a vector's or a port's offset, or outside the BAR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QueueRegs(usize);
+
+impl QueueRegs {
+    /// The command queue's block.
+    pub(crate) const CMDQ: Self = Self::fixed(regs::REG_CMDQ);
+    /// The command completion queue's block.
+    pub(crate) const CMDCQ: Self = Self::fixed(regs::REG_CMDCQ);
+    /// The event queue's block.
+    pub(crate) const EVQ: Self = Self::fixed(regs::REG_EVQ);
+
+    /// A block at a fixed offset; used only in constants, where a block
+    /// outside BAR2 fails the build.
+    const fn fixed(block: usize) -> Self {
+        assert!(block % regs::QUEUE_BLOCK_SIZE == 0);
+        assert!(block + regs::QUEUE_BLOCK_SIZE <= regs::BAR2_SIZE);
+        Self(block)
+    }
+
+    /// BAR2 offset of the block (for messages).
+    #[inline]
+    pub(crate) fn offset(self) -> usize {
+        self.0
+    }
+}
+
+/// The queues of a port's block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortQueue {
+    /// TX descriptors (driver -> NIC).
+    Tx,
+    /// TX completions (NIC -> driver).
+    TxCompletion,
+    /// RX buffers (driver -> NIC).
+    Rx,
+    /// RX completions (NIC -> driver).
+    RxCompletion,
+    /// Header-queue entries of attached flows (NIC -> driver).
+    Header,
+}
+
+/// The register block of one port (`regs::PORT_*`), its queues' blocks and
+/// its statistics; made by [`PortRegs::new`], which checks the port exists
+/// in the register map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PortRegs(usize);
+
+// Every port block the map allows lies inside BAR2.
+const _: () = assert!(regs::port_block(regs::MAX_PORTS) <= regs::BAR2_SIZE);
+// Each port queue's block and the statistics lie inside the port's block.
+const _: () = assert!(regs::PORT_HDRQ + regs::QUEUE_BLOCK_SIZE <= regs::PORT_STATS);
+const _: () = assert!(regs::PORT_STATS + 8 * regs::PSTAT_SLOTS <= regs::PORT_STRIDE);
+
+impl PortRegs {
+    /// Port `port`'s block.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `port` is not below `regs::MAX_PORTS`.
+    pub(crate) fn new(port: u32) -> Result<Self> {
+        if port >= regs::MAX_PORTS {
+            return Err(EINVAL);
+        }
+        Ok(Self(regs::port_block(port)))
+    }
+
+    /// The block of the port's queue `q`.
+    pub(crate) fn queue(self, q: PortQueue) -> QueueRegs {
+        let off = match q {
+            PortQueue::Tx => regs::PORT_TXQ,
+            PortQueue::TxCompletion => regs::PORT_TXCQ,
+            PortQueue::Rx => regs::PORT_RXQ,
+            PortQueue::RxCompletion => regs::PORT_RXCQ,
+            PortQueue::Header => regs::PORT_HDRQ,
+        };
+        QueueRegs(self.0 + off)
+    }
+}
+
+/// The control block of one MSI-X vector (`regs::VEC_*`); made by
+/// [`VectorRegs::new`], which checks the vector has a slot in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VectorRegs(usize);
+
+// Every vector slot lies inside BAR2, below the first port block.
+const _: () = assert!(regs::vec_block(regs::MAX_VECTORS) <= regs::REG_PORTS);
+
+impl VectorRegs {
+    /// Vector `v`'s block.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `v` is not below `regs::MAX_VECTORS`.
+    pub(crate) fn new(v: u32) -> Result<Self> {
+        if v >= regs::MAX_VECTORS {
+            return Err(EINVAL);
+        }
+        Ok(Self(regs::vec_block(v)))
+    }
+}
+
+/// A port's own registers (`PORT_CTRL` .. `PORT_LINK`) lie below its first
+/// queue block.
+const PORT_CTRL_REGS: usize = regs::PORT_TXQ;
+
+/// Checks at build time that a 32-bit register at `OFF` fits in a block of
+/// `BLOCK` bytes, and is aligned.
+const fn in_block<const OFF: usize, const BLOCK: usize>() -> usize {
+    assert!(OFF % 4 == 0 && OFF + 4 <= BLOCK);
+    OFF
+}
+
 impl Regs<'_> {
     /// Reads the device register at the fixed offset `OFF` (`regs::REG_*`);
     /// an offset outside BAR2 does not build.
@@ -83,45 +199,89 @@ impl Regs<'_> {
         (&*self.bar2).write32(val, OFF)
     }
 
-    /// Reads the 32-bit register at `off` of BAR2, an offset computed at run
-    /// time (a queue's, a vector's or a port's block).
+    /// Reads register `REG` (`regs::Q_*`, checked at build time to lie in a
+    /// queue block) of queue `q`.
     ///
     /// # Errors
     ///
-    /// - `EINVAL` if the register at `off` lies outside BAR2.
+    /// - `EINVAL` if the register lies outside BAR2 (never: [`QueueRegs`]
+    ///   are checked when made; the bus accessor checks again at run time).
     #[inline]
-    pub(crate) fn r32(&self, off: usize) -> Result<u32> {
-        (&*self.bar2).try_read32(off)
+    pub(crate) fn queue32<const REG: usize>(&self, q: QueueRegs) -> Result<u32> {
+        let off = const { in_block::<REG, { regs::QUEUE_BLOCK_SIZE }>() };
+        (&*self.bar2).try_read32(q.0 + off)
     }
 
-    /// Writes a 32-bit register of BAR2.
+    /// Writes register `REG` (`regs::Q_*`) of queue `q`.
     ///
     /// # Errors
     ///
-    /// - `EINVAL` if the register at `off` lies outside BAR2.
+    /// - `EINVAL` as [`Regs::queue32`] (never).
     #[inline]
-    pub(crate) fn w32(&self, off: usize, val: u32) -> Result {
-        (&*self.bar2).try_write32(val, off)
+    pub(crate) fn set_queue32<const REG: usize>(&self, q: QueueRegs, val: u32) -> Result {
+        let off = const { in_block::<REG, { regs::QUEUE_BLOCK_SIZE }>() };
+        (&*self.bar2).try_write32(val, q.0 + off)
     }
 
-    /// Reads a 64-bit register (statistics) of BAR2.
+    /// Writes queue `q`'s ring base (`regs::Q_BASE`, 64 bits).
     ///
     /// # Errors
     ///
-    /// - `EINVAL` if the register at `off` lies outside BAR2.
+    /// - `EINVAL` as [`Regs::queue32`] (never).
     #[inline]
-    pub(crate) fn r64(&self, off: usize) -> Result<u64> {
-        (&*self.bar2).try_read64(off)
+    pub(crate) fn set_queue_base(&self, q: QueueRegs, base: u64) -> Result {
+        const _: () = assert!(regs::Q_BASE % 8 == 0 && regs::Q_BASE + 8 <= regs::QUEUE_BLOCK_SIZE);
+        (&*self.bar2).try_write64(base, q.0 + regs::Q_BASE)
     }
 
-    /// Writes a 64-bit register (ring bases) of BAR2.
+    /// Reads register `REG` (`regs::PORT_*`, checked at build time to lie in
+    /// a port block) of port `p`.
     ///
     /// # Errors
     ///
-    /// - `EINVAL` if the register at `off` lies outside BAR2.
+    /// - `EINVAL` if the register lies outside BAR2 (never: [`PortRegs`] are
+    ///   checked when made).
     #[inline]
-    pub(crate) fn w64(&self, off: usize, val: u64) -> Result {
-        (&*self.bar2).try_write64(val, off)
+    pub(crate) fn port32<const REG: usize>(&self, p: PortRegs) -> Result<u32> {
+        let off = const { in_block::<REG, PORT_CTRL_REGS>() };
+        (&*self.bar2).try_read32(p.0 + off)
+    }
+
+    /// Writes register `REG` (`regs::PORT_*`) of port `p`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` as [`Regs::port32`] (never).
+    #[inline]
+    pub(crate) fn set_port32<const REG: usize>(&self, p: PortRegs, val: u32) -> Result {
+        let off = const { in_block::<REG, PORT_CTRL_REGS>() };
+        (&*self.bar2).try_write32(val, p.0 + off)
+    }
+
+    /// Reads statistics slot `slot` (`regs::PSTAT_*`) of port `p`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `slot` is not below `regs::PSTAT_SLOTS`.
+    #[inline]
+    pub(crate) fn port_stat(&self, p: PortRegs, slot: usize) -> Result<u64> {
+        if slot >= regs::PSTAT_SLOTS {
+            return Err(EINVAL);
+        }
+        (&*self.bar2).try_read64(p.0 + regs::PORT_STATS + 8 * slot)
+    }
+
+    /// Writes register `REG` (`regs::VEC_*`, checked at build time to lie
+    /// in a vector block) of vector `v`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the register lies outside BAR2 (never: [`VectorRegs`]
+    ///   are checked when made).
+    #[inline]
+    pub(crate) fn set_vector32<const REG: usize>(&self, v: VectorRegs, val: u32) -> Result {
+        let off = const { in_block::<REG, { regs::VEC_BLOCK_SIZE }>() };
+        (&*self.bar2).try_write32(val, v.0 + off)
     }
 
     /// Rings doorbell class `db` (`DB_*`) of the NIC.

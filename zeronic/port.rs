@@ -63,7 +63,9 @@ use crate::{
     },
     nic_regs::{
         NicRegs,
-        Regs, //
+        PortRegs,
+        Regs,
+        VectorRegs, //
     },
     queues::{
         merge_params,
@@ -127,8 +129,14 @@ impl Port {
     }
 
     /// Base of this port's register block.
-    fn block(&self) -> usize {
-        regs::port_block(self.index)
+    /// The port's register block.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the index is not a port of the register map (never:
+    ///   probe makes only ports below `regs::MAX_PORTS`).
+    fn block(&self) -> Result<PortRegs> {
+        PortRegs::new(self.index)
     }
 
     /// Brings the port up at `mtu`: rings, NIC queues, RX buffers, NAPI.
@@ -142,19 +150,16 @@ impl Port {
         {
             let r = self.regs.get()?;
             let mac = dev.mac_addr();
-            let b = self.block();
-            r.w32(b + regs::PORT_CTRL, 0)?;
-            r.w32(b + regs::PORT_MTU, mtu)?;
-            r.w32(
-                b + regs::PORT_MAC_LO,
+            let b = self.block()?;
+            r.set_port32::<{ regs::PORT_CTRL }>(b, 0)?;
+            r.set_port32::<{ regs::PORT_MTU }>(b, mtu)?;
+            r.set_port32::<{ regs::PORT_MAC_LO }>(
+                b,
                 u32::from_le_bytes([mac[0], mac[1], mac[2], mac[3]]),
             )?;
-            r.w32(
-                b + regs::PORT_MAC_HI,
-                u32::from_le_bytes([mac[4], mac[5], 0, 0]),
-            )?;
+            r.set_port32::<{ regs::PORT_MAC_HI }>(b, u32::from_le_bytes([mac[4], mac[5], 0, 0]))?;
             self.moderate(&r, &cfg, mtu)?;
-            r.w32(b + regs::PORT_CTRL, regs::PORT_CTRL_ENABLE)?;
+            r.set_port32::<{ regs::PORT_CTRL }>(b, regs::PORT_CTRL_ENABLE)?;
             r.doorbell(regs::DB_CMD)?;
         }
         let enabled = tx
@@ -191,7 +196,7 @@ impl Port {
             let r = self.regs.get()?;
             q.mask_vectors(&r, false)?;
             r.doorbell(regs::DB_REARM)?;
-            r.r32(self.block() + regs::PORT_LINK)? != 0
+            r.port32::<{ regs::PORT_LINK }>(self.block()?)? != 0
         };
         self.set_link(dev, link);
         self.snapshot().mtu.store(mtu, Relaxed);
@@ -209,11 +214,12 @@ impl Port {
             (regs::vec_rx(self.index), cfg.rx_itr),
             (regs::vec_tx(self.index), cfg.tx_itr),
         ] {
-            r.w32(regs::vec_block(v) + regs::VEC_ITR_USECS, itr.usecs)?;
-            r.w32(regs::vec_block(v) + regs::VEC_ITR_ENTRIES, itr.entries)?;
+            let v = VectorRegs::new(v)?;
+            r.set_vector32::<{ regs::VEC_ITR_USECS }>(v, itr.usecs)?;
+            r.set_vector32::<{ regs::VEC_ITR_ENTRIES }>(v, itr.entries)?;
         }
-        r.w32(
-            self.block() + regs::PORT_COALESCE_BYTES,
+        r.set_port32::<{ regs::PORT_COALESCE_BYTES }>(
+            self.block()?,
             ethtool::cqe_bytes(cfg.cqe_frames, mtu),
         )
     }
@@ -276,7 +282,9 @@ impl Port {
             rx.hdrq.disable(&self.regs),
         ];
         if let Ok(r) = self.regs.get() {
-            let _ = r.w32(self.block() + regs::PORT_CTRL, 0);
+            if let Ok(b) = self.block() {
+                let _ = r.set_port32::<{ regs::PORT_CTRL }>(b, 0);
+            }
             let _ = r.doorbell(regs::DB_CMD);
         }
         if let Some(Err(e)) = res.into_iter().find(Result::is_err) {
@@ -369,8 +377,10 @@ impl NetDeviceOps for Port {
         stats.set_tx_errors(s.tx_errors.load(Relaxed));
         // Frames the NIC dropped for lack of RX buffers, from its own counter.
         if let Ok(r) = this.regs.get() {
-            let off = this.block() + regs::PORT_STATS + 8 * regs::PSTAT_RX_NO_BUF;
-            if let Ok(missed) = r.r64(off) {
+            let missed = this
+                .block()
+                .and_then(|b| r.port_stat(b, regs::PSTAT_RX_NO_BUF));
+            if let Ok(missed) = missed {
                 stats.set_rx_missed_errors(missed);
             }
         }

@@ -23,7 +23,10 @@ use kernel::{
 
 use crate::{
     hw::regs,
-    nic_regs::Regs,
+    nic_regs::{
+        PortRegs,
+        Regs, //
+    },
     queues::Stats, //
 };
 
@@ -134,11 +137,12 @@ pub(crate) const NAMES: [&CStr; STATS.len() + QUEUE_STATS.len() + ZC.len()] = {
 ///
 /// # Errors
 ///
-/// - `EINVAL` as [`Regs::r64`] (a counter outside BAR2).
+/// - `EINVAL` if `port` is not a port of the register map, or as
+///   [`Regs::port_stat`] (a slot beyond the port's statistics).
 pub(crate) fn read_hw(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
-    let base = regs::port_block(port) + regs::PORT_STATS;
+    let p = PortRegs::new(port)?;
     for (value, (_, slot)) in values.iter_mut().zip(STATS.iter()) {
-        *value = r.r64(base + 8 * slot)?;
+        *value = r.port_stat(p, *slot)?;
     }
     Ok(())
 }
@@ -153,7 +157,8 @@ pub(crate) fn read_queues(stats: &Stats, values: &mut [u64]) {
 
 /// One of the NIC's per-port counters (`PSTAT_*`), 0 if it cannot be read.
 pub(crate) fn hw(r: &Regs<'_>, port: u32, slot: usize) -> u64 {
-    r.r64(regs::port_block(port) + regs::PORT_STATS + 8 * slot)
+    PortRegs::new(port)
+        .and_then(|p| r.port_stat(p, slot))
         .unwrap_or(0)
 }
 

@@ -97,7 +97,10 @@ use crate::{
     },
     nic_regs::{
         NicRegs,
-        Regs, //
+        PortQueue,
+        PortRegs,
+        Regs,
+        VectorRegs, //
     },
     ring::Ring,
 };
@@ -444,7 +447,7 @@ impl TxRing {
         tso: bool,
     ) -> Result<Self> {
         let (buf_len, _) = ring_geometry(mtu);
-        let block = regs::port_block(port);
+        let block = PortRegs::new(port)?;
         let mut lens = KVec::new();
         // CAST: u32 -> usize is lossless on every architecture Linux supports.
         lens.resize(slots as usize, 0, GFP_KERNEL)?;
@@ -460,8 +463,8 @@ impl TxRing {
             KVec::new()
         };
         Ok(Self {
-            txq: Ring::new(dev, slots, block + regs::PORT_TXQ)?,
-            txcq: Ring::new(dev, slots, block + regs::PORT_TXCQ)?,
+            txq: Ring::new(dev, slots, block.queue(PortQueue::Tx))?,
+            txcq: Ring::new(dev, slots, block.queue(PortQueue::TxCompletion))?,
             bufs: alloc_buffers(dev, slots, buf_len)?,
             lens,
             skbs,
@@ -519,7 +522,7 @@ impl TxRing {
         }
         self.tso_next = self.tso_next.wrapping_add(1);
         self.prod = index.wrapping_add(1);
-        r.w32(self.txq.reg(regs::Q_PROD), self.prod)?;
+        self.txq.set_prod(r, self.prod)?;
         Ok(())
     }
 
@@ -568,7 +571,7 @@ impl TxRing {
             *l = len;
         }
         self.prod = index.wrapping_add(1);
-        r.w32(self.txq.reg(regs::Q_PROD), self.prod)?;
+        self.txq.set_prod(r, self.prod)?;
         Ok(csum)
     }
 
@@ -616,7 +619,7 @@ impl TxRing {
             *l = skb.len();
         }
         self.prod = index.wrapping_add(1);
-        r.w32(self.txq.reg(regs::Q_PROD), self.prod)?;
+        self.txq.set_prod(r, self.prod)?;
         Ok(pay_len)
     }
 
@@ -658,11 +661,11 @@ impl RxRing {
     /// - `ENOMEM` if the rings or the buffers cannot be allocated.
     pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32, slots: u32) -> Result<Self> {
         let (buf_len, _) = ring_geometry(mtu);
-        let block = regs::port_block(port);
+        let block = PortRegs::new(port)?;
         Ok(Self {
-            rxq: Ring::new(dev, slots, block + regs::PORT_RXQ)?,
-            rxcq: Ring::new(dev, slots, block + regs::PORT_RXCQ)?,
-            hdrq: Ring::new(dev, HDRQ_ENTRIES, block + regs::PORT_HDRQ)?,
+            rxq: Ring::new(dev, slots, block.queue(PortQueue::Rx))?,
+            rxcq: Ring::new(dev, slots, block.queue(PortQueue::RxCompletion))?,
+            hdrq: Ring::new(dev, HDRQ_ENTRIES, block.queue(PortQueue::Header))?,
             hdr_cons: 0,
             bufs: alloc_buffers(dev, slots, buf_len)?,
             buf_len,
@@ -688,12 +691,12 @@ impl RxRing {
     ///
     /// # Errors
     ///
-    /// - `EINVAL` as [`Ring::write`] and [`Regs::w32`] (never: slots and registers are in range).
+    /// - `EINVAL` as [`Ring::write`] and [`Regs::set_queue32`] (never: slots and registers are in range).
     pub(crate) fn fill(&mut self, r: &Regs<'_>) -> Result {
         while self.posted.wrapping_sub(self.cons) < self.rxq.entries() {
             self.post_one()?;
         }
-        r.w32(self.rxq.reg(regs::Q_PROD), self.posted)?;
+        self.rxq.set_prod(r, self.posted)?;
         r.doorbell(regs::DB_RX)
     }
 }
@@ -736,10 +739,10 @@ impl Queues {
     ///
     /// # Errors
     ///
-    /// - `EINVAL` as [`Regs::w32`].
+    /// - `EINVAL` if a vector is beyond the table (never: ports are below `MAX_PORTS`).
     pub(crate) fn mask_vectors(&self, r: &Regs<'_>, masked: bool) -> Result {
         for v in [regs::vec_rx(self.port), regs::vec_tx(self.port)] {
-            r.w32(regs::vec_block(v) + regs::VEC_MASK, u32::from(masked))?;
+            r.set_vector32::<{ regs::VEC_MASK }>(VectorRegs::new(v)?, u32::from(masked))?;
         }
         Ok(())
     }
@@ -963,7 +966,7 @@ impl Queues {
         }
         let mut res = Ok(());
         if tx.done != start {
-            res = r.w32(tx.txcq.reg(regs::Q_CONS), tx.done);
+            res = tx.txcq.set_cons(r, tx.done);
             if dev.queue_stopped()
                 && tx.free() >= tx.txq.entries() / 4
                 && (tx.tso_bufs.is_empty() || tx.tso_free())
@@ -1037,8 +1040,8 @@ impl Queues {
             done += 1;
         }
         if done > 0 {
-            r.w32(rx.rxcq.reg(regs::Q_CONS), rx.cons)?;
-            r.w32(rx.rxq.reg(regs::Q_PROD), rx.posted)?;
+            rx.rxcq.set_cons(r, rx.cons)?;
+            rx.rxq.set_prod(r, rx.posted)?;
             r.doorbell(regs::DB_RX)?;
             bump(&self.stats.prof.db_rx, 1);
         }
@@ -1082,7 +1085,7 @@ impl Queues {
             done += 1;
         }
         if done > 0 {
-            r.w32(rx.hdrq.reg(regs::Q_CONS), rx.hdr_cons)?;
+            rx.hdrq.set_cons(r, rx.hdr_cons)?;
             r.doorbell(regs::DB_REARM)?;
             bump(&self.stats.prof.db_rearm, 1);
         }

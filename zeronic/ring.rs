@@ -32,6 +32,7 @@ use crate::{
     hw::regs,
     nic_regs::{
         NicRegs,
+        QueueRegs,
         Regs, //
     },
 };
@@ -43,21 +44,21 @@ const QUEUE_TIMEOUT_MS: i64 = 2000;
 /// A ring of `E`-byte entries and the BAR2 register block that describes it.
 pub(crate) struct Ring<const E: usize> {
     mem: Coherent<[[u8; E]]>,
-    /// BAR2 offset of the queue register block.
-    block: usize,
+    /// The queue's register block.
+    block: QueueRegs,
     /// Entries, a power of two.
     entries: u32,
 }
 
 impl<const E: usize> Ring<E> {
     /// Allocates a zeroed ring of `entries` entries (a power of two, at most
-    /// `MAX_RING`) for the queue whose register block is at `block`.
+    /// `MAX_RING`) for the queue whose register block is `block`.
     ///
     /// # Errors
     ///
     /// - `EINVAL` if `entries` is not a power of two or exceeds `MAX_RING`.
     /// - `ENOMEM` if the DMA memory cannot be allocated.
-    pub(crate) fn new(dev: &Device<Bound>, entries: u32, block: usize) -> Result<Self> {
+    pub(crate) fn new(dev: &Device<Bound>, entries: u32, block: QueueRegs) -> Result<Self> {
         if !entries.is_power_of_two() || entries > regs::MAX_RING {
             return Err(EINVAL);
         }
@@ -104,20 +105,34 @@ impl<const E: usize> Ring<E> {
         Ok(io_project!(&self.mem, [try: self.slot(index)]).copy_read())
     }
 
-    /// BAR2 offset of register `reg` (`Q_*`) of this queue.
-    #[inline]
-    pub(crate) fn reg(&self, reg: usize) -> usize {
-        self.block + reg
-    }
-
     /// The producer index register's current value.
     ///
     /// # Errors
     ///
-    /// - `EINVAL` as [`Regs::r32`].
+    /// - `EINVAL` as [`Regs::queue32`] (never).
     #[inline]
     pub(crate) fn prod(&self, r: &Regs<'_>) -> Result<u32> {
-        r.r32(self.reg(regs::Q_PROD))
+        r.queue32::<{ regs::Q_PROD }>(self.block)
+    }
+
+    /// Publishes `prod` as the producer index (a ring the driver fills).
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` as [`Regs::set_queue32`] (never).
+    #[inline]
+    pub(crate) fn set_prod(&self, r: &Regs<'_>, prod: u32) -> Result {
+        r.set_queue32::<{ regs::Q_PROD }>(self.block, prod)
+    }
+
+    /// Publishes `cons` as the consumer index (a ring the NIC fills).
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` as [`Regs::set_queue32`] (never).
+    #[inline]
+    pub(crate) fn set_cons(&self, r: &Regs<'_>, cons: u32) -> Result {
+        r.set_queue32::<{ regs::Q_CONS }>(self.block, cons)
     }
 
     /// Programs the queue and enables it, then waits until the NIC accepts it.
@@ -129,7 +144,7 @@ impl<const E: usize> Ring<E> {
     /// - `EIO` if the NIC refuses the configuration (`Q_STATUS_ERROR`, reason in `Q_ERROR`).
     /// - `ETIMEDOUT` if the NIC does not answer within `QUEUE_TIMEOUT_MS`.
     /// - `ENODEV` once the device is unbound.
-    /// - `EINVAL` as [`Regs::w32`].
+    /// - `EINVAL` as [`Regs::set_queue32`] (never).
     pub(crate) fn enable(&self, nic: &NicRegs) -> Result {
         self.start_enable(&nic.get()?)?;
         wait_enabled(nic, self.block)
@@ -141,14 +156,15 @@ impl<const E: usize> Ring<E> {
     ///
     /// # Errors
     ///
-    /// - `EINVAL` as [`Regs::w32`], [`Regs::w64`] and [`Regs::doorbell`].
-    pub(crate) fn start_enable(&self, r: &Regs<'_>) -> Result<usize> {
-        r.w32(self.reg(regs::Q_CTRL), 0)?;
-        r.w64(self.reg(regs::Q_BASE), self.mem.dma_address())?;
-        r.w32(self.reg(regs::Q_SIZE), self.entries)?;
-        r.w32(self.reg(regs::Q_PROD), 0)?;
-        r.w32(self.reg(regs::Q_CONS), 0)?;
-        r.w32(self.reg(regs::Q_CTRL), regs::Q_CTRL_ENABLE)?;
+    /// - `EINVAL` as [`Regs::set_queue32`] (never) and [`Regs::doorbell`].
+    pub(crate) fn start_enable(&self, r: &Regs<'_>) -> Result<QueueRegs> {
+        let q = self.block;
+        r.set_queue32::<{ regs::Q_CTRL }>(q, 0)?;
+        r.set_queue_base(q, self.mem.dma_address())?;
+        r.set_queue32::<{ regs::Q_SIZE }>(q, self.entries)?;
+        r.set_queue32::<{ regs::Q_PROD }>(q, 0)?;
+        r.set_queue32::<{ regs::Q_CONS }>(q, 0)?;
+        r.set_queue32::<{ regs::Q_CTRL }>(q, regs::Q_CTRL_ENABLE)?;
         r.doorbell(regs::DB_CMD)?;
         Ok(self.block)
     }
@@ -160,20 +176,20 @@ impl<const E: usize> Ring<E> {
     ///
     /// - `ETIMEDOUT` if the NIC does not let go within `QUEUE_TIMEOUT_MS`.
     /// - `ENODEV` once the device is unbound.
-    /// - `EINVAL` as [`Regs::w32`].
+    /// - `EINVAL` as [`Regs::set_queue32`] (never).
     pub(crate) fn disable(&self, nic: &NicRegs) -> Result {
         {
             let r = nic.get()?;
-            r.w32(self.reg(regs::Q_CTRL), 0)?;
+            r.set_queue32::<{ regs::Q_CTRL }>(self.block, 0)?;
             r.doorbell(regs::DB_CMD)?;
         }
         poll_until(nic, QUEUE_TIMEOUT_MS, |r| {
-            Ok(r.r32(self.reg(regs::Q_STATUS))? == 0)
+            Ok(r.queue32::<{ regs::Q_STATUS }>(self.block)? == 0)
         })
     }
 }
 
-/// Waits until the NIC accepted the queue whose register block is at `block`
+/// Waits until the NIC accepted queue `block`
 /// (after [`Ring::start_enable`]). Process context (sleeps).
 ///
 /// # Errors
@@ -181,15 +197,15 @@ impl<const E: usize> Ring<E> {
 /// - `EIO` if the NIC refuses the configuration (`Q_STATUS_ERROR`).
 /// - `ETIMEDOUT` if the NIC does not answer within `QUEUE_TIMEOUT_MS`.
 /// - `ENODEV` once the device is unbound.
-/// - `EINVAL` as [`Regs::r32`].
-pub(crate) fn wait_enabled(nic: &NicRegs, block: usize) -> Result {
+/// - `EINVAL` as [`Regs::queue32`] (never).
+pub(crate) fn wait_enabled(nic: &NicRegs, block: QueueRegs) -> Result {
     poll_until(nic, QUEUE_TIMEOUT_MS, |r| {
-        let st = r.r32(block + regs::Q_STATUS)?;
+        let st = r.queue32::<{ regs::Q_STATUS }>(block)?;
         if st & regs::Q_STATUS_ERROR != 0 {
-            let err = r.r32(block + regs::Q_ERROR)?;
+            let err = r.queue32::<{ regs::Q_ERROR }>(block)?;
             pr_err!(
                 "queue at {:#x} refused by the NIC (status {})\n",
-                block,
+                block.offset(),
                 err
             );
             return Err(EIO);
