@@ -98,8 +98,10 @@ use crate::{
     hw::{
         cmd::{
             CmdCompletion,
-            CMD_FLOW_REMOVE,
-            CMD_MS_POST, //
+            CmdMsPost,
+            Command,
+            FlowRemove,
+            FlowUpdate, //
         },
         status,
     },
@@ -850,7 +852,7 @@ impl CmdDone for Flow {
     /// that raised the receive room (`raise_nic_edge`), a cursor move, or
     /// the `CMD_FLOW_REMOVE` posted at a reset or EOF.
     fn done(self: Arc<Self>, c: &CmdCompletion) {
-        if c.opcode == CMD_FLOW_REMOVE {
+        if c.is::<FlowRemove>() {
             self.removed(c);
             return;
         }
@@ -861,7 +863,7 @@ impl CmdDone for Flow {
                 // where this one starts, not where the driver's starts, so
                 // its stream offsets and the driver's part ways. The flow
                 // fails (EIO) before anything lands in the wrong place.
-                Ok(Awaited::Room(_)) if c.opcode == CMD_MS_POST && c.status != status::ST_OK => {
+                Ok(Awaited::Room(_)) if c.is::<CmdMsPost>() && c.status != status::ST_OK => {
                     self.nic_refused(&mut inner, c.status);
                     return;
                 }
@@ -872,8 +874,8 @@ impl CmdDone for Flow {
                 Ok(Awaited::Room(edge)) => inner.nic_edge = edge,
                 // A failed move confirms nothing: the segments it would
                 // have freed wait for the flow's removal.
-                Ok(Awaited::Cursor) if c.status == status::ST_OK => {
-                    inner.nic_confirmed = inner.nic_confirmed.max(c.result)
+                Ok(Awaited::Cursor) if c.is::<FlowUpdate>() && c.status == status::ST_OK => {
+                    inner.nic_confirmed = inner.nic_confirmed.max(FlowUpdate::output(c))
                 }
                 Ok(Awaited::Cursor) => return,
                 Err(_) => return,

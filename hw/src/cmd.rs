@@ -256,6 +256,15 @@ impl CmdEntry {
     }
 }
 
+impl CmdCompletion {
+    /// Whether this completes a command of type `C` (its opcode is
+    /// `C::OPCODE`): how a callback that several kinds of command share
+    /// tells them apart.
+    pub fn is<C: Command>(&self) -> bool {
+        self.opcode == C::OPCODE
+    }
+}
+
 /// A command the NIC executes: its opcode, its queue entry and what the
 /// `result` of its successful completion (`status::ST_OK`) means.
 pub trait Command {
