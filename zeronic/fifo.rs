@@ -52,7 +52,11 @@ impl<T> Fifo<T> {
         (self.head + i).checked_rem(self.entries.len()).unwrap_or(0)
     }
 
-    /// Appends `v`; gives it back if the queue is full.
+    /// Appends `v`.
+    ///
+    /// # Errors
+    ///
+    /// - `v` itself, given back, if the queue is full.
     pub(crate) fn push(&mut self, v: T) -> core::result::Result<(), T> {
         if self.len >= self.entries.len() {
             return Err(v);

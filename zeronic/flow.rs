@@ -327,6 +327,11 @@ pub(crate) fn stream_off(isn: u32, near: u64, seq: u32) -> u64 {
 impl Flow {
     /// A flow in state `Attached` whose NIC flow `hw_index` was installed
     /// with receive stream offset 0 at `rx_isn`.
+    ///
+    /// # Errors
+    ///
+    /// - `ENOMEM` if the flow, its process-context holder of `control` or
+    ///   its list of awaited NIC confirmations cannot be allocated.
     #[expect(clippy::too_many_arguments, reason = "the parts of a flow, once")]
     pub(crate) fn new(
         id: u32,
