@@ -25,6 +25,8 @@ pub const TCP_RST: u8 = 0x04;
 pub const TCP_PSH: u8 = 0x08;
 /// TCP ACK.
 pub const TCP_ACK: u8 = 0x10;
+/// TCP URG (the urgent pointer is significant).
+pub const TCP_URG: u8 = 0x20;
 
 /// A parsed IPv4/TCP frame (offsets into the frame).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,6 +32,9 @@ use common::*;
 use proptest::prelude::*;
 use zeronic_hw::cmd::*;
 use zeronic_hw::desc::*;
+use zeronic_hw::net::{
+    TCP_ACK as ACK, TCP_FIN as FIN, TCP_PSH as PSH, TCP_RST as RST, TCP_SYN as SYN, TCP_URG as URG,
+};
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 use zeronic_nic::frame::Frame;
@@ -50,12 +53,9 @@ const FPORT: u8 = 1;
 /// Port counters the oracle follows (every PSTAT defined).
 const NPSTAT: usize = PSTAT_RX_UNACCEPTABLE + 1;
 
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const RST: u8 = 0x04;
-const PSH: u8 = 0x08;
-const ACK: u8 = 0x10;
-const URG: u8 = 0x20;
+use zeronic_hw::net::{
+    TCP_ACK as ACK, TCP_FIN as FIN, TCP_PSH as PSH, TCP_RST as RST, TCP_SYN as SYN, TCP_URG as URG,
+};
 
 /// (port, src ip, src port, dst ip, dst port) of a frame.
 type Tuple = (u8, [u8; 4], u16, [u8; 4], u16);
