@@ -53,10 +53,6 @@ const FPORT: u8 = 1;
 /// Port counters the oracle follows (every PSTAT defined).
 const NPSTAT: usize = PSTAT_RX_UNACCEPTABLE + 1;
 
-use zeronic_hw::net::{
-    TCP_ACK as ACK, TCP_FIN as FIN, TCP_PSH as PSH, TCP_RST as RST, TCP_SYN as SYN, TCP_URG as URG,
-};
-
 /// (port, src ip, src port, dst ip, dst port) of a frame.
 type Tuple = (u8, [u8; 4], u16, [u8; 4], u16);
 
