@@ -355,14 +355,21 @@ struct Inner {
 /// Never frees `value`, nor anything it owns: for memory a NIC may still
 /// access. kmemleak is told the leak is deliberate, so it reports nothing.
 fn leak<T>(value: T) {
+    if let Some(b) = box_or_forget(value) {
+        KBox::leak_on_purpose(b);
+    }
+}
+
+/// Boxes `value`, without dropping it if the box cannot be had: then it is
+/// forgotten (logged, and kmemleak may report it), because it may own
+/// memory the NIC still addresses, and a leak is safer than a free.
+fn box_or_forget<T>(value: T) -> Option<KBox<T>> {
     match KBox::<T>::new_uninit(GFP_KERNEL) {
-        Ok(b) => {
-            KBox::leak_on_purpose(KBox::write(b, value));
-        }
+        Ok(b) => Some(KBox::write(b, value)),
         Err(_) => {
-            // Out of memory even for the box: leak without telling kmemleak.
-            pr_err!("out of memory marking a deliberate leak\n");
+            pr_err!("out of memory holding back memory the NIC may still access; leaking it\n");
             core::mem::forget(value);
+            None
         }
     }
 }
@@ -707,15 +714,8 @@ impl Control {
     /// Gives back memory a layer above handed to the NIC, as
     /// [`Control::release`]; leaked (logged) if it cannot be boxed.
     pub(crate) fn release_memory<T: NicMemory + 'static>(&self, memory: T) {
-        match KBox::<T>::new_uninit(GFP_KERNEL) {
-            Ok(b) => {
-                let b: KBox<T> = KBox::write(b, memory);
-                self.release(Held::Memory(b));
-            }
-            Err(_) => {
-                pr_err!("out of memory holding back memory the NIC may still access; leaking it\n");
-                core::mem::forget(memory);
-            }
+        if let Some(b) = box_or_forget(memory) {
+            self.release(Held::Memory(b));
         }
     }
 
