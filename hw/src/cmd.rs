@@ -303,62 +303,56 @@ impl Command for Nop {
     fn output(_: &CmdCompletion) {}
 }
 
-impl Command for CmdMrReg {
-    const OPCODE: u16 = CMD_MR_REG;
-    /// The region's MR key.
-    type Output = u64;
+/// What a command's successful completion returns, from its `result`.
+trait FromResult {
+    fn from_result(result: u64) -> Self;
+}
 
-    fn entry(&self) -> CmdEntry {
-        CmdEntry(
-            CmdMrReg {
-                opcode: Self::OPCODE,
-                ..*self
-            }
-            .encode(),
-        )
-    }
-
-    fn output(c: &CmdCompletion) -> u64 {
-        c.result
+impl FromResult for u64 {
+    fn from_result(result: u64) -> u64 {
+        result
     }
 }
 
-impl Command for CmdMrInval {
-    const OPCODE: u16 = CMD_MR_INVAL;
-    type Output = ();
-
-    fn entry(&self) -> CmdEntry {
-        CmdEntry(
-            CmdMrInval {
-                opcode: Self::OPCODE,
-                ..*self
-            }
-            .encode(),
-        )
-    }
-
-    fn output(_: &CmdCompletion) {}
+impl FromResult for () {
+    fn from_result(_: u64) {}
 }
 
-impl Command for CmdMsPost {
-    const OPCODE: u16 = CMD_MS_POST;
-    /// The segment's start stream offset.
-    type Output = u64;
+/// [`Command`] for a layout that is itself the command: its entry is the
+/// layout with the opcode set; its output is the completion's `result`
+/// (`u64`, with what it means) or nothing (`()`).
+macro_rules! layout_command {
+    ($layout:ident, $opcode:expr, $output:ty $(, $doc:literal)?) => {
+        impl Command for $layout {
+            const OPCODE: u16 = $opcode;
+            $(#[doc = $doc])?
+            type Output = $output;
 
-    fn entry(&self) -> CmdEntry {
-        CmdEntry(
-            CmdMsPost {
-                opcode: Self::OPCODE,
-                ..*self
+            fn entry(&self) -> CmdEntry {
+                CmdEntry(
+                    $layout {
+                        opcode: Self::OPCODE,
+                        ..*self
+                    }
+                    .encode(),
+                )
             }
-            .encode(),
-        )
-    }
 
-    fn output(c: &CmdCompletion) -> u64 {
-        c.result
-    }
+            fn output(c: &CmdCompletion) -> $output {
+                <$output as FromResult>::from_result(c.result)
+            }
+        }
+    };
 }
+
+layout_command!(CmdMrReg, CMD_MR_REG, u64, "The region's MR key.");
+layout_command!(CmdMrInval, CMD_MR_INVAL, ());
+layout_command!(
+    CmdMsPost,
+    CMD_MS_POST,
+    u64,
+    "The segment's start stream offset."
+);
 
 /// CMD_FLOW_INSTALL of the flow [`CmdFlow`] describes.
 #[derive(Clone, Copy, Debug, Default)]
