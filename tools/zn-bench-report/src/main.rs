@@ -109,6 +109,13 @@ enum Cmd {
     },
     /// The shim part's applications table (OUT/shim-apps.txt).
     ShimAppsTable { runs: PathBuf },
+    /// The prof part's table, "Where the time goes" (OUT/prof.txt), of the
+    /// runs NAME in OUT (NAME.json, NAME.eth0, NAME.eth1, NAME.model).
+    ProfTable {
+        out: PathBuf,
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
     /// The icount part's zn-perf run: its CPU-s/GiB (or None).
     IcountCpu { json: PathBuf },
     /// The icount part's table (OUT/icount.txt): the check and runs files,
@@ -159,6 +166,7 @@ fn guest(cmd: Cmd) -> Result<String> {
             default_threshold,
         } => shim::table(&read(&rounds)?, &default_threshold)?,
         Cmd::ShimAppsTable { runs } => shim_apps::table(&read(&runs)?)?,
+        Cmd::ProfTable { out, names } => prof::table(&out, &names)?,
         Cmd::IcountCpu { json } => zn_perf::icount_cpu(&zn_perf::load(&json)?)?,
         Cmd::IcountTable {
             check,
