@@ -1,31 +1,37 @@
-//! `zn-bench-report`: the report of `make bench` (scripts/bench).
+//! `zn-bench-report`: the report of `make bench` (scripts/bench) and the
+//! normalisation of the benchmark tools' outputs (scripts/bench-guest).
 //!
 //! ```text
-//! zn-bench-report --dir out/bench
+//! zn-bench-report --dir out/bench          # the report (report.rs)
+//! zn-bench-report SUBCOMMAND ARGS...       # in the guest: one parser or table
 //! ```
 //!
-//! Reads what scripts/bench-guest left in `DIR/guest` (`results.jsonl`, one
-//! normalised measurement a line; zn-perf's sweep documents
-//! `sweep-*.json`; `env.txt`) and the host's `DIR/model.txt`
-//! (bench-model), prints the tables (transports; message-size sweep fitted
-//! to T = L + S/B; loss sweep), writes `DIR/report.md` with the same tables
-//! and three PNG plots (`sweep.png`, `loss.png`, `cpu.png`), and ends its
-//! output with `key=value` lines (`unavailable` where a figure is missing).
-//! See docs/performance.md.
+//! Without a subcommand it reads what the guest left and prints the report
+//! (report.rs). The subcommands are what scripts/bench-guest calls inside
+//! the guest after running a tool: `record` appends one line of
+//! results.jsonl (record.rs); the others read one tool's output and print
+//! the `key=value` words a `record` takes, or a whole text table with its
+//! `key=value` lines (normalise/). Their formats are those of the inline
+//! python3 these replaced, byte for byte (pyfmt.rs); a subcommand that
+//! fails prints why on stderr, without a prefix (bench-guest puts it in the
+//! result's note), and exits 1. See docs/performance.md.
 
-use anyhow::{bail, Context, Result};
-use clap::Parser;
-use plotters::prelude::*;
-use serde::Deserialize;
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+mod normalise;
+mod pyfmt;
+mod record;
+mod report;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "zn-bench-report",
     version,
-    about = "make bench's tables, report.md and plots"
+    about = "make bench's tables, report.md and plots; the guest's result normalisation",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     /// The output directory of scripts/bench (with guest/ and model.txt).
@@ -37,722 +43,160 @@ struct Cli {
         default_value = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
     )]
     font: PathBuf,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
 }
 
-/// One line of results.jsonl (scripts/bench-guest documents the fields).
-#[derive(Clone, Debug, Deserialize)]
-struct Rec {
-    section: String,
-    transport: String,
-    loss: f64,
-    ok: bool,
-    note: String,
-    bits_per_second: Option<f64>,
-    cpu_s_per_gib: Option<f64>,
-    lat_p50_us: Option<f64>,
-    lat_p99_us: Option<f64>,
-    lat_p999_us: Option<f64>,
-    /// The breakdown of a clean-wire zn-perf bulk run (section main).
-    #[serde(flatten)]
-    breakdown: BTreeMap<String, serde_json::Value>,
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// One line of results.jsonl: SECTION TRANSPORT LOSS OK(0|1) NOTE RAW
+    /// [KEY=VALUE...] (values numbers, or empty, None or null for null).
+    Record {
+        #[arg(num_args = 6.., allow_hyphen_values = true, trailing_var_arg = true)]
+        args: Vec<OsString>,
+    },
+    /// zn-perf client document of a bulk run: bits_per_second=
+    /// cpu_s_per_gib= msg_size= (the receiver's side).
+    ZnBw { json: PathBuf },
+    /// zn-perf client document of a latency run: lat_min_us= lat_p50_us=
+    /// lat_p99_us= lat_p999_us= msg_size=.
+    ZnLat { json: PathBuf },
+    /// The breakdown of a clean-wire bulk run from bench-guest's snapshots
+    /// before and after (/proc/stat, irqs, the model's port counters) and
+    /// the zn-perf client document; nothing if there is none.
+    Breakdown {
+        before: PathBuf,
+        after: PathBuf,
+        json: PathBuf,
+    },
+    /// ib_write_bw's client output, the run's CPU file ("b0 t0 b1 t1 w0 w1
+    /// hz") and the measured window in seconds: bits_per_second=
+    /// cpu_s_per_gib= msg_size=.
+    PerftestBw {
+        txt: PathBuf,
+        cpu: PathBuf,
+        window: String,
+    },
+    /// ib_send_lat's client output: round-trip lat_*_us= (twice perftest's
+    /// one-way figures) and msg_size=.
+    PerftestLat { txt: PathBuf },
+    /// The ab part's run: "MiB/s CPU-s/GiB bytes" of a zn-perf document.
+    AbRun { json: PathBuf },
+    /// The ab part's table and key=value lines from its runs file.
+    AbTable { runs: PathBuf },
+    /// The busy part's table row: ROUND US and a zn-perf latency document.
+    BusyRow {
+        json: PathBuf,
+        round: String,
+        busy_us: String,
+    },
+    /// One socat run through the shim: "MiB/s CPU-s/GiB zc_sends
+    /// staged_sends" from both ends' shim stats, the bytes, the wall
+    /// clock and /proc/stat's busy jiffies before and after.
+    ShimRun {
+        tx_stats: PathBuf,
+        rx_stats: PathBuf,
+        bytes: String,
+        t0: String,
+        t1: String,
+        busy0: String,
+        busy1: String,
+    },
+    /// The shim part's threshold table (OUT/shim.txt) from its rounds file.
+    ShimTable {
+        rounds: PathBuf,
+        default_threshold: String,
+    },
+    /// The shim part's applications table (OUT/shim-apps.txt).
+    ShimAppsTable { runs: PathBuf },
+    /// The prof part's table, "Where the time goes" (OUT/prof.txt), of the
+    /// runs NAME in OUT (NAME.json, NAME.eth0, NAME.eth1, NAME.model).
+    ProfTable {
+        out: PathBuf,
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// The icount part's zn-perf run: its CPU-s/GiB (or None).
+    IcountCpu { json: PathBuf },
+    /// The icount part's table (OUT/icount.txt): the check and runs files,
+    /// the small and big transfer sizes in bytes.
+    IcountTable {
+        check: PathBuf,
+        runs: PathBuf,
+        small: String,
+        big: String,
+    },
 }
 
-/// The breakdown columns (scripts/bench-guest: snap, breakdown).
-const BREAKDOWN: &[(&str, &str)] = &[
-    ("user_s_per_gib", "user s/GiB"),
-    ("sys_s_per_gib", "sys s/GiB"),
-    ("softirq_s_per_gib", "softirq s/GiB"),
-    ("irq_s_per_gib", "irq s/GiB"),
-    ("irqs_per_mib", "NIC irqs/MiB"),
-    ("rx_irqs_per_mib", "rx irqs/MiB"),
-    ("tx_irqs_per_mib", "tx irqs/MiB"),
-    ("frames_per_mib", "frames/MiB"),
-    ("hdrq_per_mib", "hdrq entries/MiB"),
-    ("coalesced_per_mib", "coalesced/MiB"),
-];
-
-/// The rows of the main table, in order, with what each one is.
-const TRANSPORTS: &[(&str, &str)] = &[
-    (
-        "zeronic",
-        "ZeroNIC offload (zn-perf --mode offload), 64 KiB messages",
-    ),
-    ("zeronic-1m", "ZeroNIC offload, 1 MiB messages"),
-    ("tcp", "Linux TCP over the ZeroNIC ports, 64 KiB writes"),
-    ("tcp-zerocopy", "Linux TCP, MSG_ZEROCOPY sender"),
-    ("veth", "Linux TCP over a veth pair"),
-    (
-        "veth-zerocopy",
-        "Linux TCP over a veth pair, MSG_ZEROCOPY sender",
-    ),
-    ("rxe", "soft-RoCE (rdma_rxe) on the ports, perftest"),
-    ("siw", "soft-iWARP (siw) on the ports, perftest"),
-];
-const LOSS_ROWS: &[&str] = &["zeronic", "zeronic-bbr", "tcp", "tcp-bbr", "rxe"];
-const SWEEPS: &[&str] = &["zeronic", "tcp"];
-
-fn mib(bps: f64) -> f64 {
-    bps / 8.0 / (1u64 << 20) as f64
-}
-
-fn f(v: Option<f64>, prec: usize) -> String {
-    v.map_or_else(|| "-".into(), |x| format!("{x:.prec$}"))
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 && a.is_finite() => Some(a / b),
-        _ => None,
-    }
-}
-
-/// One message size of a zn-perf sweep: (bytes, receiver's bits/s).
-struct Sweep {
-    points: Vec<(u64, f64)>,
-    /// T = L + S/B: (L in µs, B in bits/s, n½ in bytes).
-    fit: Option<(f64, f64, f64)>,
-}
-
-fn load_sweep(path: &Path) -> Result<Sweep> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let doc: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let mut points = Vec::new();
-    for r in doc["results"].as_array().context("no results")? {
-        let size = r["msg_size"].as_u64().context("no msg_size")?;
-        // The receiver's figure: the server's (the client sends).
-        let side = if r["remote"]["role"] == "recv" {
-            &r["remote"]
-        } else {
-            &r["local"]
-        };
-        let bps = side["bits_per_second"]
-            .as_f64()
-            .context("no bits_per_second")?;
-        points.push((size, bps));
-    }
-    let fit = doc["fit"].as_object().and_then(|o| {
-        Some((
-            o.get("latency_us")?.as_f64()?,
-            o.get("bits_per_second")?.as_f64()?,
-            o.get("half_bandwidth_bytes")?.as_f64()?,
-        ))
-    });
-    Ok(Sweep { points, fit })
-}
-
-/// model_vs_memcpy=, the last such line of bench-model's output.
-fn model_ratio(dir: &Path) -> Option<f64> {
-    let text = std::fs::read_to_string(dir.join("model.txt")).ok()?;
-    text.lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("model_vs_memcpy="))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-struct Data {
-    recs: Vec<Rec>,
-    sweeps: BTreeMap<&'static str, Sweep>,
-    env: String,
-    model: Option<f64>,
-}
-
-impl Data {
-    fn get(&self, section: &str, transport: &str, loss: f64) -> Option<&Rec> {
-        self.recs.iter().find(|r| {
-            r.section == section && r.transport == transport && (r.loss - loss).abs() < 1e-9
-        })
-    }
-    fn ok(&self, section: &str, transport: &str, loss: f64) -> Option<&Rec> {
-        self.get(section, transport, loss).filter(|r| r.ok)
-    }
-    fn bw(&self, transport: &str) -> Option<f64> {
-        self.ok("main", transport, 0.0)?.bits_per_second
-    }
-    fn cpu(&self, transport: &str) -> Option<f64> {
-        self.ok("main", transport, 0.0)?.cpu_s_per_gib
-    }
-    fn p50(&self, transport: &str) -> Option<f64> {
-        self.ok("lat", transport, 0.0)?.lat_p50_us
-    }
-    fn loss_bw(&self, transport: &str, loss: f64) -> Option<f64> {
-        self.ok("loss", transport, loss)?.bits_per_second
-    }
-    fn losses(&self) -> Vec<f64> {
-        let mut v: Vec<f64> = self
-            .recs
-            .iter()
-            .filter(|r| r.section == "loss")
-            .map(|r| r.loss)
-            .collect();
-        v.sort_by(f64::total_cmp);
-        v.dedup();
-        v
-    }
-}
-
-fn main_table(d: &Data) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "| transport | MiB/s | Gbit/s | x TCP | CPU-s/GiB | x TCP | RTT p50 [us] | RTT p99 [us] | RTT p99.9 [us] | note |"
-    );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for (t, _) in TRANSPORTS {
-        let main = d.get("main", t, 0.0);
-        let lat = d.get("lat", t, 0.0);
-        let bw = d.bw(t);
-        let cpu = d.cpu(t);
-        let mut notes: Vec<String> = Vec::new();
-        for r in [main, lat].into_iter().flatten() {
-            if !r.ok {
-                notes.push(r.note.clone());
-            }
-        }
-        if main.is_none() {
-            notes.push("not run".into());
-        }
-        let lat_ok = lat.filter(|r| r.ok);
-        let _ = writeln!(
-            s,
-            "| {t} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            f(bw.map(mib), 1),
-            f(bw.map(|b| b / 1e9), 3),
-            f(ratio(bw, d.bw("tcp")), 2),
-            f(cpu, 2),
-            f(ratio(cpu, d.cpu("tcp")), 3),
-            f(lat_ok.and_then(|r| r.lat_p50_us), 1),
-            f(lat_ok.and_then(|r| r.lat_p99_us), 1),
-            f(lat_ok.and_then(|r| r.lat_p999_us), 1),
-            notes.join("; ")
-        );
-    }
-    s
-}
-
-fn breakdown_table(d: &Data) -> String {
-    let mut s = String::new();
-    let rows: Vec<&Rec> = TRANSPORTS
-        .iter()
-        .filter_map(|(t, _)| d.ok("main", t, 0.0))
-        .filter(|r| r.breakdown.contains_key("user_s_per_gib"))
-        .collect();
-    if rows.is_empty() {
-        return s;
-    }
-    let _ = write!(s, "| transport |");
-    for (_, h) in BREAKDOWN {
-        let _ = write!(s, " {h} |");
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "|---|{}", "---:|".repeat(BREAKDOWN.len()));
-    for r in rows {
-        let _ = write!(s, "| {} |", r.transport);
-        for (k, _) in BREAKDOWN {
-            let v = r.breakdown.get(*k).and_then(serde_json::Value::as_f64);
-            let _ = write!(s, " {} |", f(v, 2));
-        }
-        let _ = writeln!(s);
-    }
-    s
-}
-
-fn sweep_table(d: &Data) -> String {
-    let mut s = String::new();
-    let mut sizes: Vec<u64> = d
-        .sweeps
-        .values()
-        .flat_map(|w| w.points.iter().map(|p| p.0))
-        .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let _ = write!(s, "| message bytes |");
-    for t in d.sweeps.keys() {
-        let _ = write!(s, " {t} MiB/s |");
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "|---:|{}", "---:|".repeat(d.sweeps.len()));
-    for size in &sizes {
-        let _ = write!(s, "| {size} |");
-        for w in d.sweeps.values() {
-            let v = w.points.iter().find(|p| p.0 == *size).map(|p| mib(p.1));
-            let _ = write!(s, " {} |", f(v, 1));
-        }
-        let _ = writeln!(s);
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "| fit T = L + S/B | L [us] | B [MiB/s] | n1/2 [bytes] |");
-    let _ = writeln!(s, "|---|---:|---:|---:|");
-    for (t, w) in &d.sweeps {
-        match w.fit {
-            Some((l, b, n)) => {
-                let _ = writeln!(s, "| {t} | {l:.1} | {:.1} | {n:.0} |", mib(b));
-            }
-            None => {
-                let _ = writeln!(s, "| {t} | - | - | - |");
-            }
-        }
-    }
-    s
-}
-
-fn loss_table(d: &Data) -> String {
-    let mut s = String::new();
-    let _ = write!(s, "| loss % |");
-    for t in LOSS_ROWS {
-        let _ = write!(s, " {t} MiB/s (x 0%) |");
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "|---:|{}", "---:|".repeat(LOSS_ROWS.len()));
-    for loss in d.losses() {
-        let _ = write!(
-            s,
-            "| {loss}{} |",
-            if loss >= 5.0 { " + reorder 2%" } else { "" }
-        );
-        for t in LOSS_ROWS {
-            let cell = match d.get("loss", t, loss) {
-                Some(r) if r.ok => {
-                    let bw = r.bits_per_second;
-                    format!(
-                        "{} ({})",
-                        f(bw.map(mib), 2),
-                        f(ratio(bw, d.loss_bw(t, 0.0)), 2)
-                    )
-                }
-                Some(r) => format!("failed: {}", r.note),
-                None => "-".into(),
-            };
-            let _ = write!(s, " {cell} |");
-        }
-        let _ = writeln!(s);
-    }
-    s
-}
-
-fn keys(d: &Data) -> Vec<(&'static str, Option<f64>)> {
-    let l1 = |t: &str| ratio(d.loss_bw(t, 1.0), d.loss_bw(t, 0.0));
-    vec![
-        (
-            "cpu_per_gib_zeronic_vs_tcp",
-            ratio(d.cpu("zeronic"), d.cpu("tcp")),
-        ),
-        (
-            "single_flow_zeronic_vs_tcp",
-            ratio(d.bw("zeronic"), d.bw("tcp")),
-        ),
-        ("loss1_vs_loss0_throughput", l1("zeronic")),
-        (
-            "latency_p50_zeronic_vs_tcp",
-            ratio(d.p50("zeronic"), d.p50("tcp")),
-        ),
-        ("model_vs_memcpy", d.model),
-        ("tcp_vs_veth", ratio(d.bw("tcp"), d.bw("veth"))),
-        ("zeronic_vs_veth", ratio(d.bw("zeronic"), d.bw("veth"))),
-        (
-            "cpu_per_gib_zerocopy_vs_tcp",
-            ratio(d.cpu("tcp-zerocopy"), d.cpu("tcp")),
-        ),
-        ("loss1_vs_loss0_zeronic_bbr", l1("zeronic-bbr")),
-        ("loss1_vs_loss0_tcp", l1("tcp")),
-        ("loss1_vs_loss0_tcp_bbr", l1("tcp-bbr")),
-        ("loss1_vs_loss0_rxe", l1("rxe")),
-    ]
-}
-
-const COLORS: &[RGBColor] = &[
-    RGBColor(0x1f, 0x77, 0xb4),
-    RGBColor(0xd6, 0x27, 0x28),
-    RGBColor(0x2c, 0xa0, 0x2c),
-    RGBColor(0xff, 0x7f, 0x0e),
-    RGBColor(0x94, 0x67, 0xbd),
-    RGBColor(0x8c, 0x56, 0x4b),
-];
-
-type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
-
-fn plot_sweep(d: &Data, path: &Path) -> DrawResult {
-    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let pts: Vec<(u64, f64)> = d.sweeps.values().flat_map(|w| w.points.clone()).collect();
-    if pts.is_empty() {
-        return Ok(());
-    }
-    let lo = pts.iter().map(|p| p.0).min().unwrap_or(64) as f64;
-    let hi = pts.iter().map(|p| p.0).max().unwrap_or(1 << 20) as f64;
-    let ymax = pts.iter().map(|p| mib(p.1)).fold(1.0, f64::max) * 1.15;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("Throughput vs message size (one flow)", ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(60)
-        .build_cartesian_2d((lo..hi).log_scale(), 0.0..ymax)?;
-    chart
-        .configure_mesh()
-        .x_desc("message size [bytes]")
-        .y_desc("MiB/s")
-        .x_label_formatter(&|x| format!("{}", *x as u64))
-        .draw()?;
-    for (i, (t, w)) in d.sweeps.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        let line: Vec<(f64, f64)> = w.points.iter().map(|p| (p.0 as f64, mib(p.1))).collect();
-        chart
-            .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))?
-            .label(format!("{t} (measured)"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-        chart.draw_series(line.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
-        if let Some((l, b, _)) = w.fit {
-            // Bulk throughput of the fit: S / (L + S/B).
-            let fit: Vec<(f64, f64)> = (0..=64)
-                .map(|k| {
-                    let s = lo * (hi / lo).powf(k as f64 / 64.0);
-                    (s, mib(s * 8.0 / (l * 1e-6 + s * 8.0 / b)))
-                })
-                .collect();
-            chart
-                .draw_series(DashedLineSeries::new(fit, 6, 4, c.stroke_width(1)))?
-                .label(format!("{t} fit T = L + S/B"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
-        }
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
-}
-
-fn plot_loss(d: &Data, path: &Path) -> DrawResult {
-    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let losses = d.losses();
-    if losses.is_empty() {
-        return Ok(());
-    }
-    let ymax = d
-        .recs
-        .iter()
-        .filter(|r| r.section == "loss" && r.ok)
-        .filter_map(|r| r.bits_per_second.map(mib))
-        .fold(1.0, f64::max)
-        * 1.15;
-    let n = losses.len();
-    let mut chart = ChartBuilder::on(&root)
-        .caption("Throughput vs wire loss (one flow)", ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(60)
-        .build_cartesian_2d(-0.3f64..(n as f64 - 0.7), 0.0..ymax)?;
-    let labels = losses.clone();
-    chart
-        .configure_mesh()
-        .x_desc("loss % (the last with 2% reordering)")
-        .y_desc("MiB/s")
-        .x_labels(n)
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
-                format!("{}", labels[i as usize])
-            } else {
-                String::new()
-            }
-        })
-        .draw()?;
-    for (k, t) in LOSS_ROWS.iter().enumerate() {
-        let c = COLORS[k % COLORS.len()];
-        let pts: Vec<(f64, f64)> = losses
-            .iter()
-            .enumerate()
-            .filter_map(|(i, l)| d.loss_bw(t, *l).map(|b| (i as f64, mib(b))))
-            .collect();
-        if pts.is_empty() {
-            continue;
-        }
-        chart
-            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-            .label(*t)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
-}
-
-fn plot_cpu(d: &Data, path: &Path) -> DrawResult {
-    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let bars: Vec<(&str, f64)> = TRANSPORTS
-        .iter()
-        .filter_map(|(t, _)| d.cpu(t).map(|c| (*t, c)))
-        .collect();
-    if bars.is_empty() {
-        return Ok(());
-    }
-    let ymax = bars.iter().map(|b| b.1).fold(1.0, f64::max) * 1.15;
-    let n = bars.len();
-    let names: Vec<String> = bars.iter().map(|b| b.0.to_string()).collect();
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Guest CPU per GiB moved (system-wide, both ends)",
-            ("sans-serif", 22),
-        )
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(60)
-        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0.0..ymax)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .y_desc("CPU-seconds per GiB")
-        .x_labels(n)
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 0.01 && i >= 0.0 && (i as usize) < names.len() {
-                names[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
-        .draw()?;
-    chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
-        let x = i as f64;
-        Rectangle::new(
-            [(x - 0.35, 0.0), (x + 0.35, b.1)],
-            COLORS[i % COLORS.len()].filled(),
-        )
-    }))?;
-    root.present()?;
-    Ok(())
-}
-
-fn run(cli: &Cli) -> Result<()> {
-    let gdir = cli.dir.join("guest");
-    let res = gdir.join("results.jsonl");
-    let text =
-        std::fs::read_to_string(&res).with_context(|| format!("reading {}", res.display()))?;
-    let mut recs = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        recs.push(
-            serde_json::from_str::<Rec>(line)
-                .with_context(|| format!("{}:{}: not a result", res.display(), i + 1))?,
-        );
-    }
-    if recs.is_empty() {
-        bail!("{}: no results", res.display());
-    }
-    let mut sweeps = BTreeMap::new();
-    for t in SWEEPS {
-        let ok = recs
-            .iter()
-            .any(|r| r.section == "sweep" && r.transport == *t && r.ok);
-        if ok {
-            let p = gdir.join(format!("sweep-{t}.json"));
-            match load_sweep(&p) {
-                Ok(s) => {
-                    sweeps.insert(*t, s);
-                }
-                Err(e) => eprintln!("zn-bench-report: sweep {t}: {e:#}"),
-            }
-        }
-    }
-    let d = Data {
-        recs,
-        sweeps,
-        env: std::fs::read_to_string(gdir.join("env.txt")).unwrap_or_default(),
-        model: model_ratio(&cli.dir),
-    };
-
-    let main_t = main_table(&d);
-    let sweep_t = sweep_table(&d);
-    let loss_t = loss_table(&d);
-    let keys = keys(&d);
-
-    // Plots: ab_glyph draws text with a font registered from a file.
-    let font = std::fs::read(&cli.font).with_context(|| {
-        format!(
-            "reading the font {} (fonts-dejavu-core)",
-            cli.font.display()
-        )
-    })?;
-    plotters::style::register_font(
-        "sans-serif",
-        FontStyle::Normal,
-        Box::leak(font.into_boxed_slice()),
-    )
-    .map_err(|_| anyhow::anyhow!("{}: not a usable font", cli.font.display()))?;
-    for (name, draw) in [
-        ("sweep.png", plot_sweep as fn(&Data, &Path) -> DrawResult),
-        ("loss.png", plot_loss),
-        ("cpu.png", plot_cpu),
-    ] {
-        let p = cli.dir.join(name);
-        draw(&d, &p).map_err(|e| anyhow::anyhow!("drawing {}: {e}", p.display()))?;
-    }
-
-    let mut md = String::new();
-    let _ = writeln!(md, "# ZeroNIC benchmark report (make bench)\n");
-    let _ = writeln!(
-        md,
-        "One run, one two-port guest under QEMU; compare figures as ratios within this \
-         run (docs/performance.md says why). Throughput is the receiver's; CPU-s/GiB is \
-         system-wide busy CPU time of the guest (both ends share it) per GiB moved; \
-         latencies are round-trip times of one 64-byte message.\n"
-    );
-    let _ = writeln!(md, "```text\n{}```\n", d.env);
-    let _ = writeln!(md, "## Transports (one flow, clean wire)\n\n{main_t}");
-    for (t, what) in TRANSPORTS {
-        let _ = writeln!(md, "- `{t}`: {what}");
-    }
-    let _ = writeln!(md, "\n![CPU per GiB](cpu.png)\n");
-    let bd = breakdown_table(&d);
-    if !bd.is_empty() {
-        let _ = writeln!(
-            md,
-            "## Where the time goes (clean-wire bulk runs)\n\nCPU time by kind from \
-             /proc/stat, the NIC's interrupts and the model's counters, per GiB or MiB the \
-             receiver got (over the whole zn-perf run, set-up included).\n\n{bd}"
-        );
-    }
-    let _ = writeln!(
-        md,
-        "## Message-size sweep\n\n{sweep_t}\n![sweep](sweep.png)\n"
-    );
-    let _ = writeln!(md, "## Loss sweep\n\n{loss_t}\n![loss](loss.png)\n");
-    let _ = writeln!(md, "## Figures\n\n```text");
-    for (k, v) in &keys {
-        let _ = writeln!(
-            md,
-            "{k}={}",
-            v.map_or_else(|| "unavailable".into(), |x| format!("{x:.3}"))
-        );
-    }
-    let _ = writeln!(md, "```");
-    let rp = cli.dir.join("report.md");
-    std::fs::write(&rp, &md).with_context(|| format!("writing {}", rp.display()))?;
-
-    println!("== Transports (one flow, clean wire; RTT of 64-byte messages) ==");
-    print!("{main_t}");
-    let bd = breakdown_table(&d);
-    if !bd.is_empty() {
-        println!("\n== Where the time goes (clean-wire bulk runs, per GiB / MiB received) ==");
-        print!("{bd}");
-    }
-    println!("\n== Message-size sweep (T = L + S/B) ==");
-    print!("{sweep_t}");
-    println!("\n== Loss sweep ==");
-    print!("{loss_t}");
-    println!(
-        "\nreport: {} (plots sweep.png loss.png cpu.png)",
-        rp.display()
-    );
-    for (k, v) in &keys {
-        println!(
-            "{k}={}",
-            v.map_or_else(|| "unavailable".into(), |x| format!("{x:.3}"))
-        );
-    }
-    Ok(())
+fn guest(cmd: Cmd) -> Result<String> {
+    use normalise::*;
+    Ok(match cmd {
+        Cmd::Record { args } => record::line(&args)?,
+        Cmd::ZnBw { json } => zn_perf::bw(&zn_perf::load(&json)?)?,
+        Cmd::ZnLat { json } => zn_perf::lat(&zn_perf::load(&json)?)?,
+        Cmd::Breakdown {
+            before,
+            after,
+            json,
+        } => breakdown::words(&before, &after, &zn_perf::load(&json)?)?,
+        Cmd::PerftestBw { txt, cpu, window } => perftest::bw(&txt, &cpu, &window)?,
+        Cmd::PerftestLat { txt } => perftest::lat(&txt)?,
+        Cmd::AbRun { json } => zn_perf::ab_run(&zn_perf::load(&json)?)?,
+        Cmd::AbTable { runs } => ab::table(&read(&runs)?)?,
+        Cmd::BusyRow {
+            json,
+            round,
+            busy_us,
+        } => zn_perf::busy_row(&zn_perf::load(&json)?, &round, &busy_us)?,
+        Cmd::ShimRun {
+            tx_stats,
+            rx_stats,
+            bytes,
+            t0,
+            t1,
+            busy0,
+            busy1,
+        } => shim::run(
+            &read(&tx_stats)?,
+            &read(&rx_stats)?,
+            [&bytes, &t0, &t1, &busy0, &busy1],
+        )?,
+        Cmd::ShimTable {
+            rounds,
+            default_threshold,
+        } => shim::table(&read(&rounds)?, &default_threshold)?,
+        Cmd::ShimAppsTable { runs } => shim_apps::table(&read(&runs)?)?,
+        Cmd::ProfTable { out, names } => prof::table(&out, &names)?,
+        Cmd::IcountCpu { json } => zn_perf::icount_cpu(&zn_perf::load(&json)?)?,
+        Cmd::IcountTable {
+            check,
+            runs,
+            small,
+            big,
+        } => icount::table(&read(&check)?, &read(&runs)?, &small, &big)?,
+    })
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match run(&cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("zn-bench-report: error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(line: &str) -> Rec {
-        serde_json::from_str(line).unwrap()
-    }
-
-    fn data(lines: &[&str]) -> Data {
-        Data {
-            recs: lines.iter().map(|l| rec(l)).collect(),
-            sweeps: BTreeMap::new(),
-            env: String::new(),
-            model: Some(0.7),
-        }
-    }
-
-    const MAIN: &[&str] = &[
-        r#"{"section":"main","transport":"zeronic","loss":0,"ok":true,"note":"","bits_per_second":4e8,"cpu_s_per_gib":10.0,"user_s_per_gib":1.5}"#,
-        r#"{"section":"main","transport":"tcp","loss":0,"ok":true,"note":"","bits_per_second":1e8,"cpu_s_per_gib":50.0}"#,
-        r#"{"section":"main","transport":"rxe","loss":0,"ok":false,"note":"ib_write_bw failed: x"}"#,
-        r#"{"section":"lat","transport":"zeronic","loss":0,"ok":true,"note":"","lat_p50_us":300.0}"#,
-        r#"{"section":"lat","transport":"tcp","loss":0,"ok":true,"note":"","lat_p50_us":200.0}"#,
-        r#"{"section":"loss","transport":"zeronic","loss":0,"ok":true,"note":"","bits_per_second":4e8}"#,
-        r#"{"section":"loss","transport":"zeronic","loss":1,"ok":true,"note":"","bits_per_second":1e8}"#,
-        r#"{"section":"loss","transport":"tcp","loss":1,"ok":false,"note":"stalled"}"#,
-    ];
-
-    #[test]
-    fn key_ratios() {
-        let d = data(MAIN);
-        let k: BTreeMap<_, _> = keys(&d).into_iter().collect();
-        assert_eq!(k["cpu_per_gib_zeronic_vs_tcp"], Some(0.2));
-        assert_eq!(k["single_flow_zeronic_vs_tcp"], Some(4.0));
-        assert_eq!(k["loss1_vs_loss0_throughput"], Some(0.25));
-        assert_eq!(k["latency_p50_zeronic_vs_tcp"], Some(1.5));
-        assert_eq!(k["model_vs_memcpy"], Some(0.7));
-        // Missing or failed figures are unavailable, never 0 or NaN.
-        assert_eq!(k["tcp_vs_veth"], None);
-        assert_eq!(k["loss1_vs_loss0_tcp"], None);
-        assert_eq!(k["loss1_vs_loss0_rxe"], None);
-    }
-
-    #[test]
-    fn failed_rows_say_why() {
-        let d = data(MAIN);
-        let t = main_table(&d);
-        let rxe = t.lines().find(|l| l.starts_with("| rxe |")).unwrap();
-        assert!(rxe.contains("ib_write_bw failed: x"), "{rxe}");
-        let veth = t.lines().find(|l| l.starts_with("| veth |")).unwrap();
-        assert!(veth.contains("not run"), "{veth}");
-        let l = loss_table(&d);
-        assert!(l.contains("failed: stalled"), "{l}");
-        let b = breakdown_table(&d);
-        assert!(b.contains("| zeronic | 1.50 |"), "{b}");
-        assert!(!b.contains("| tcp |"), "{b}");
-    }
-
-    #[test]
-    fn sweep_of_a_zn_perf_document() {
-        let dir = std::env::temp_dir().join(format!("zn-bench-report-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("sweep.json");
-        std::fs::write(
-            &p,
-            r#"{"results":[
-                {"msg_size":1024,"local":{"role":"send","bits_per_second":1.0},"remote":{"role":"recv","bits_per_second":8e6}},
-                {"msg_size":2048,"local":{"role":"send","bits_per_second":1.0},"remote":{"role":"recv","bits_per_second":1.6e7}}],
-              "fit":{"latency_us":1.0,"bits_per_second":2e7,"half_bandwidth_bytes":2.5,"points":2}}"#,
-        )
-        .unwrap();
-        let s = load_sweep(&p).unwrap();
-        assert_eq!(s.points, vec![(1024, 8e6), (2048, 1.6e7)]);
-        assert_eq!(s.fit, Some((1.0, 2e7, 2.5)));
-        std::fs::remove_dir_all(&dir).unwrap();
+    match cli.cmd {
+        None => match report::run(&cli.dir, &cli.font) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("zn-bench-report: error: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        },
+        Some(cmd) => match guest(cmd) {
+            Ok(out) => {
+                print!("{out}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                // Unprefixed: bench-guest puts it in a result's note.
+                eprintln!("{e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        },
     }
 }
