@@ -3,9 +3,11 @@
 //! through, and the byte-stream state the data calls and the readiness
 //! wrappers share.
 
+use crate::dev;
+use crate::files::{Fallback, FileWin};
 use crate::pool::{Pool, Res};
-use crate::sendfile::{Fallback, FileWin};
 use crate::state::{self, Stats};
+use crate::times::{AttachTimes, Lap};
 use nix::errno::Errno;
 use nix::libc;
 use std::sync::atomic::Ordering;
@@ -92,60 +94,6 @@ pub struct Conn {
 // with `inner` locked; everything else is immutable after `attach` or is the
 // flow's and regions' own thread-safe ioctls.
 unsafe impl Sync for Conn {}
-
-/// Microseconds each step of an attach took (`ZN_SHIM_LOG`).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct AttachTimes {
-    /// Receive ring: mmap, populate, MADV_DONTFORK.
-    pub ring_alloc: u64,
-    /// MR_REG of the ring.
-    pub ring_reg: u64,
-    /// Staging memory: as the ring.
-    pub stage_alloc: u64,
-    /// MR_REG of the staging memory.
-    pub stage_reg: u64,
-    /// eventfd, CQ_CREATE and the CQ's mmap.
-    pub cq: u64,
-    /// FLOW_ATTACH (the NIC's flow install).
-    pub flow_attach: u64,
-    /// The first reap and arm of the CQ.
-    pub refresh: u64,
-    /// Ring and staging memory came from the pool (no alloc, no MR_REG).
-    pub pooled: bool,
-}
-
-impl std::fmt::Display for AttachTimes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "pool {} ring_alloc {} ring_reg {} stage_alloc {} stage_reg {} cq {} flow_attach {} refresh {}",
-            if self.pooled { "hit" } else { "miss" },
-            self.ring_alloc,
-            self.ring_reg,
-            self.stage_alloc,
-            self.stage_reg,
-            self.cq,
-            self.flow_attach,
-            self.refresh
-        )
-    }
-}
-
-/// Times successive steps.
-pub struct Lap(std::time::Instant);
-
-impl Lap {
-    pub fn new() -> Self {
-        Self(std::time::Instant::now())
-    }
-    /// Microseconds since the last call (or since `new`).
-    pub fn next(&mut self) -> u64 {
-        let now = std::time::Instant::now();
-        let us = now.duration_since(self.0).as_micros() as u64;
-        self.0 = now;
-        us
-    }
-}
 
 pub enum Io {
     Done(usize),
@@ -760,7 +708,7 @@ impl Conn {
     ///
     /// `None`: the buffer could not be registered (nothing was posted).
     fn send_zc(&self, p: *const u8, len: usize) -> Option<Io> {
-        let cache = state::cache()?;
+        let cache = dev::cache()?;
         // SAFETY: the caller's buffer, read by the NIC until the sends
         // completed, which we wait for below.
         let lease = match unsafe { cache.get(p, len, zn::ACCESS_READ) } {

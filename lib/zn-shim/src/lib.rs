@@ -15,10 +15,15 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod conn;
+mod dev;
+mod fds;
+mod files;
 mod mux;
+mod per_proc;
 mod pool;
 mod sendfile;
 mod state;
+mod times;
 
 use conn::{Conn, Io};
 use nix::errno::Errno;
@@ -82,27 +87,27 @@ pub(crate) fn nonblocking(fd: c_int, flags: c_int) -> bool {
 /// that has become established. `Err` for a connection a forked child
 /// inherited (its data calls fail: the flow is the parent's).
 fn conn(fd: c_int) -> Result<Option<Arc<Conn>>, Errno> {
-    if state::ACTIVE.load(Ordering::Relaxed) == 0 {
-        if state::inherited(fd) {
+    if fds::ACTIVE.load(Ordering::Relaxed) == 0 {
+        if fds::inherited(fd) {
             Stats::add(&state::stats().inherited_use, 1);
             return Err(Errno::EOPNOTSUPP);
         }
         return Ok(None);
     }
     let (c, pending) = {
-        let p = state::lock();
+        let p = fds::lock();
         (p.fds.get(&fd).cloned(), p.pending.contains(&fd))
     };
     if c.is_some() {
         return Ok(c);
     }
     if pending && established(fd) {
-        state::lock().pending.remove(&fd);
-        state::ACTIVE.fetch_sub(1, Ordering::Relaxed);
+        fds::lock().pending.remove(&fd);
+        fds::ACTIVE.fetch_sub(1, Ordering::Relaxed);
         offload(fd);
-        return Ok(state::conn_of(fd));
+        return Ok(fds::conn_of(fd));
     }
-    if state::inherited(fd) {
+    if fds::inherited(fd) {
         Stats::add(&state::stats().inherited_use, 1);
         return Err(Errno::EOPNOTSUPP);
     }
@@ -185,7 +190,7 @@ fn ifindex_of(local: std::net::Ipv4Addr) -> Option<u32> {
 /// Tries to offload the connected socket `fd`; counts why not.
 fn offload(fd: c_int) {
     let t_checks = std::time::Instant::now();
-    if state::conn_of(fd).is_some() {
+    if fds::conn_of(fd).is_some() {
         return; // connect() again after a completed non-blocking connect
     }
     let cfg = state::config();
@@ -220,14 +225,13 @@ fn offload(fd: c_int) {
         state::log(&format!("fd {fd}: not offloaded: loopback {}", ip(&peer)));
         return;
     }
-    let mut p = state::lock();
-    let Some(dev) = state::device(&mut p) else {
+    let Some(dev) = dev::device() else {
         Stats::add(&st.fallback_no_device, 1);
         return;
     };
     // Once per local address (getifaddrs is a netlink dump): the attach
     // itself refuses a route that does not leave through a port (ENODEV).
-    let on_port = *p.on_port.entry(ip(&local)).or_insert_with(|| {
+    let on_port = dev::on_port(ip(&local), || {
         ifindex_of(ip(&local)).is_some_and(|ifx| {
             dev.query()
                 .map(|q| {
@@ -246,22 +250,25 @@ fn offload(fd: c_int) {
         ));
         return;
     }
-    p.next_id = p.next_id.wrapping_add(1).max(1);
-    let id = p.next_id;
-    let pool = p.pool.clone();
-    // Not across the attach: it calls into libc, whose wrappers take it.
-    drop(p);
+    let id = {
+        let mut p = fds::lock();
+        p.next_id = p.next_id.wrapping_add(1).max(1);
+        p.next_id
+    };
+    // No table's lock across the attach: it calls into libc, whose
+    // wrappers take them.
+    let pool = pool::of_process();
     let checks = t_checks.elapsed().as_micros();
     let t0 = std::time::Instant::now();
-    let mut times = conn::AttachTimes::default();
+    let mut times = times::AttachTimes::default();
     match Conn::attach(&dev, pool.as_ref(), fd, id, &mut times) {
         Ok(c) => {
             let c = Arc::new(c);
-            let mut p = state::lock();
+            let mut p = fds::lock();
             p.fds.insert(fd, c.clone());
             p.by_id.insert(id, c.clone());
             drop(p);
-            state::ACTIVE.fetch_add(1, Ordering::Relaxed);
+            fds::ACTIVE.fetch_add(1, Ordering::Relaxed);
             Stats::add(&st.offloaded, 1);
             Stats::add(&st.open_conns, 1);
             state::log(&format!(
@@ -283,10 +290,10 @@ fn offload(fd: c_int) {
 
 /// A new fd number for the same socket (dup family, F_DUPFD).
 fn duped(old: c_int, new: c_int) {
-    if new < 0 || state::ACTIVE.load(Ordering::Relaxed) == 0 {
+    if new < 0 || fds::ACTIVE.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let mut p = state::lock();
+    let mut p = fds::lock();
     if let Some(c) = p.fds.get(&old).cloned() {
         if let Some(prev) = p.fds.insert(new, c) {
             drop(p);
@@ -294,17 +301,17 @@ fn duped(old: c_int, new: c_int) {
             return;
         }
         drop(p);
-        state::ACTIVE.fetch_add(1, Ordering::Relaxed);
+        fds::ACTIVE.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// `fd` no longer names the connection (closed, or replaced by dup2).
 fn forget_fd(fd: c_int, c: Option<Arc<Conn>>) {
     let Some(c) = c else { return };
-    state::ACTIVE.fetch_sub(1, Ordering::Relaxed);
+    fds::ACTIVE.fetch_sub(1, Ordering::Relaxed);
     mux::closed(fd, &c);
     let last = {
-        let mut p = state::lock();
+        let mut p = fds::lock();
         let last = !p.fds.values().any(|x| Arc::ptr_eq(x, &c));
         if last {
             p.by_id.remove(&c.id);
@@ -328,8 +335,8 @@ pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, l: socklen_t) ->
     if r == 0 {
         offload(fd);
     } else if e == Errno::EINPROGRESS && state::config().enabled {
-        state::lock().pending.insert(fd);
-        state::ACTIVE.fetch_add(1, Ordering::Relaxed);
+        fds::lock().pending.insert(fd);
+        fds::ACTIVE.fetch_add(1, Ordering::Relaxed);
     }
     set_errno(e);
     r
@@ -621,13 +628,13 @@ pub unsafe extern "C" fn sendfile64(
 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if state::ACTIVE.load(Ordering::Relaxed) != 0 {
+    if fds::ACTIVE.load(Ordering::Relaxed) != 0 {
         let (c, pending) = {
-            let mut p = state::lock();
+            let mut p = fds::lock();
             (p.fds.remove(&fd), p.pending.remove(&fd))
         };
         if pending {
-            state::ACTIVE.fetch_sub(1, Ordering::Relaxed);
+            fds::ACTIVE.fetch_sub(1, Ordering::Relaxed);
             mux::closed_plain(fd);
         }
         forget_fd(fd, c);
@@ -645,10 +652,10 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 }
 
 fn replaced(to: c_int) {
-    if state::ACTIVE.load(Ordering::Relaxed) == 0 {
+    if fds::ACTIVE.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let c = state::lock().fds.remove(&to);
+    let c = fds::lock().fds.remove(&to);
     forget_fd(to, c);
 }
 
@@ -709,7 +716,7 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c
 /// FIONBIO sets the kernel's flag as usual.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: libc::c_ulong, arg: libc::c_ulong) -> c_int {
-    if req == libc::FIONREAD && state::ACTIVE.load(Ordering::Relaxed) != 0 {
+    if req == libc::FIONREAD && fds::ACTIVE.load(Ordering::Relaxed) != 0 {
         if let Ok(Some(c)) = conn(fd) {
             let n = c.pending().min(c_int::MAX as usize) as c_int;
             // SAFETY: FIONREAD's argument is an int pointer.
@@ -832,6 +839,14 @@ pub unsafe extern "C" fn epoll_pwait(
     unsafe { mux::epoll_wait(ep, ev, max, t, Some(sigmask)) }
 }
 
+extern "C" fn at_exit() {
+    // Connections still open: their counters too.
+    for c in fds::open_at_exit() {
+        c.account("open at exit");
+    }
+    state::report();
+}
+
 static INIT: AtomicUsize = AtomicUsize::new(0);
 
 /// Reads the configuration while the environment is the one the program
@@ -847,7 +862,7 @@ static CTOR: extern "C" fn() = {
             // SAFETY: registering plain functions.
             unsafe { libc::pthread_atfork(None, None, Some(state::after_fork_child)) };
             // SAFETY: registering a plain function.
-            unsafe { libc::atexit(state::at_exit) };
+            unsafe { libc::atexit(at_exit) };
         }
     }
     ctor

@@ -22,6 +22,8 @@
 //!   wakes it as Linux does.
 
 use crate::conn::Conn;
+use crate::fds::{self, ACTIVE};
+use crate::per_proc::PerProc;
 use crate::state::{self, real_fn};
 use nix::errno::Errno;
 use nix::libc::{self, c_int, epoll_event};
@@ -43,6 +45,10 @@ const TAG: u64 = 0x5a4e_0000_0000_0000;
 const TAG_MASK: u64 = 0xffff_0000_0000_0000;
 const KIND_EVT: u64 = 1 << 32;
 const KIND_SOCK: u64 = 2 << 32;
+
+/// epoll fd -> registered fd -> registration (offloaded and pending fds
+/// only), per process. Lock order: `per_proc.rs`.
+static EPOLLS: PerProc<HashMap<i32, HashMap<i32, Reg>>> = PerProc::new(|| {});
 
 /// A registration of an offloaded (or pending) fd in an epoll set.
 #[derive(Debug, Clone)]
@@ -121,7 +127,7 @@ pub unsafe fn poll(
             }
         }
     };
-    if state::ACTIVE.load(Ordering::Relaxed) == 0 || f.is_null() {
+    if ACTIVE.load(Ordering::Relaxed) == 0 || f.is_null() {
         return real(f, n, t);
     }
     // SAFETY: the caller's array.
@@ -268,7 +274,7 @@ unsafe fn any_offloaded(
     w: *mut libc::fd_set,
     e: *mut libc::fd_set,
 ) -> bool {
-    if state::ACTIVE.load(Ordering::Relaxed) == 0 {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
         return false;
     }
     // SAFETY: the caller's sets.
@@ -399,12 +405,12 @@ fn install(ep: c_int, fd: c_int, reg: &Reg, c: &Conn, op: c_int) -> c_int {
 /// # Safety
 /// The caller's event.
 pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int {
-    if state::ACTIVE.load(Ordering::Relaxed) == 0 {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
         // SAFETY: passed on.
         return unsafe { real_epoll_ctl(ep, op, fd, ev) };
     }
     let (c, pending) = {
-        let p = state::lock();
+        let p = fds::lock();
         (p.fds.get(&fd).cloned(), p.pending.contains(&fd))
     };
     if c.is_none() && !pending {
@@ -419,8 +425,8 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
         // SAFETY: passed on.
         let r = unsafe { real_epoll_ctl(ep, op, fd, ev) };
         if r == 0 {
-            let mut p = state::lock();
-            let set = p.epolls.entry(ep).or_default();
+            let mut p = EPOLLS.lock();
+            let set = p.entry(ep).or_default();
             if op == libc::EPOLL_CTL_DEL {
                 set.remove(&fd);
             } else {
@@ -455,8 +461,8 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
             // registration is the tag with no events either way, and the
             // new events are checked from the connection's state.
             if op == libc::EPOLL_CTL_MOD {
-                let mut p = state::lock();
-                if let Some(old) = p.epolls.get_mut(&ep).and_then(|s| s.get_mut(&fd)) {
+                let mut p = EPOLLS.lock();
+                if let Some(old) = p.get_mut(&ep).and_then(|s| s.get_mut(&fd)) {
                     if old.conn.as_ref().is_some_and(|x| Arc::ptr_eq(x, &c))
                         && evt_events(old) == evt_events(&reg)
                     {
@@ -467,7 +473,7 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
             }
             let r = install(ep, fd, &reg, &c, op);
             if r == 0 {
-                state::lock().epolls.entry(ep).or_default().insert(fd, reg);
+                EPOLLS.lock().entry(ep).or_default().insert(fd, reg);
             }
             r
         }
@@ -475,8 +481,8 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
             // SAFETY: passed on.
             let r = unsafe { real_epoll_ctl(ep, op, fd, ev) };
             if r == 0 {
-                let mut p = state::lock();
-                let set = p.epolls.entry(ep).or_default();
+                let mut p = EPOLLS.lock();
+                let set = p.entry(ep).or_default();
                 set.remove(&fd);
                 let other = set
                     .values()
@@ -496,9 +502,9 @@ pub unsafe fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -
 /// A pending fd became the offloaded connection `c`: move its
 /// registrations.
 pub fn attached(fd: c_int, c: &Arc<Conn>) {
-    let mut p = state::lock();
+    let mut p = EPOLLS.lock();
     let mut todo = Vec::new();
-    for (ep, set) in p.epolls.iter_mut() {
+    for (ep, set) in p.iter_mut() {
         if let Some(reg) = set.get_mut(&fd) {
             reg.conn = Some(c.clone());
             reg.last_gen = u64::MAX;
@@ -515,9 +521,9 @@ pub fn attached(fd: c_int, c: &Arc<Conn>) {
 /// `fd` of connection `c` is going away: its registrations (the kernel
 /// drops the socket's own when its last fd closes; the eventfd is ours).
 pub fn closed(fd: c_int, c: &Arc<Conn>) {
-    let mut p = state::lock();
+    let mut p = EPOLLS.lock();
     let mut eps = Vec::new();
-    for (ep, set) in p.epolls.iter_mut() {
+    for (ep, set) in p.iter_mut() {
         if set.remove(&fd).is_some() {
             let other = set
                 .values()
@@ -535,8 +541,8 @@ pub fn closed(fd: c_int, c: &Arc<Conn>) {
 
 /// A pending fd closed before it was offloaded.
 pub fn closed_plain(fd: c_int) {
-    let mut p = state::lock();
-    for set in p.epolls.values_mut() {
+    let mut p = EPOLLS.lock();
+    for set in p.values_mut() {
         set.remove(&fd);
     }
 }
@@ -560,7 +566,7 @@ pub unsafe fn epoll_wait(
             Some(m) => unsafe { real_epoll_pwait(ep, ev, max, t, m) },
         }
     };
-    let has = state::ACTIVE.load(Ordering::Relaxed) != 0 && state::lock().epolls.contains_key(&ep);
+    let has = ACTIVE.load(Ordering::Relaxed) != 0 && EPOLLS.lock().contains_key(&ep);
     if !has || max <= 0 || out.is_null() {
         return real(out, max, t);
     }
@@ -569,8 +575,8 @@ pub unsafe fn epoll_wait(
     let outs = unsafe { std::slice::from_raw_parts_mut(out, max as usize) };
     loop {
         // 1. Offloaded registrations ready now.
-        let regs: Vec<(c_int, Reg)> = state::lock()
-            .epolls
+        let regs: Vec<(c_int, Reg)> = EPOLLS
+            .lock()
             .get(&ep)
             .map(|s| {
                 s.iter()
@@ -669,8 +675,8 @@ fn check(ep: c_int, fd: c_int, reg: &Reg) -> Option<u32> {
             return None;
         }
     }
-    let mut p = state::lock();
-    if let Some(x) = p.epolls.get_mut(&ep).and_then(|s| s.get_mut(&fd)) {
+    let mut p = EPOLLS.lock();
+    if let Some(x) = p.get_mut(&ep).and_then(|s| s.get_mut(&fd)) {
         x.last_gen = gen;
         x.last_tx_gen = tx_gen;
         if x.events & libc::EPOLLONESHOT as u32 != 0 {
@@ -695,8 +701,8 @@ fn emit(
     found: &HashMap<c_int, u32>,
     plain: &[epoll_event],
 ) -> c_int {
-    let p = state::lock();
-    let set = p.epolls.get(&ep);
+    let p = EPOLLS.lock();
+    let set = p.get(&ep);
     let mut k = 0;
     for (fd, ev) in found {
         if k == outs.len() {

@@ -30,11 +30,13 @@
 //!
 //! The pool belongs to the process's `/dev/zeronic` file (the regions are
 //! that file's): a forked child starts with its own file and an empty pool
-//! (`state::Proc` is per process), and the pages of the parent's buffers
-//! are not even mapped in the child (`MADV_DONTFORK`). At most
-//! `ZN_SHIM_POOL` sets are kept; the rest are released at once.
+//! (the pool's table is per process, `per_proc.rs`), and the pages of the
+//! parent's buffers are not even mapped in the child (`MADV_DONTFORK`). At
+//! most `ZN_SHIM_POOL` sets are kept; the rest are released at once.
 
+use crate::per_proc::PerProc;
 use crate::state::{self, Stats};
+use crate::times::{AttachTimes, Lap};
 use std::sync::{Arc, Mutex};
 use zn::{Buffer, Device, Region};
 
@@ -50,9 +52,9 @@ pub struct Res {
 
 impl Res {
     /// New memory, registered (the timings go to `t`).
-    pub fn new(dev: &Arc<Device>, t: &mut crate::conn::AttachTimes) -> zn::Result<Self> {
+    pub fn new(dev: &Arc<Device>, t: &mut AttachTimes) -> zn::Result<Self> {
         let cfg = state::config();
-        let mut lap = crate::conn::Lap::new();
+        let mut lap = Lap::new();
         let ring = Buffer::new(cfg.ring)?;
         t.ring_alloc = lap.next();
         let ring_mr = dev.register(&ring, zn::ACCESS_WRITE)?;
@@ -150,4 +152,16 @@ impl Pool {
     pub fn len(&self) -> usize {
         self.lock().len()
     }
+}
+
+static POOL: PerProc<Option<Arc<Pool>>> = PerProc::new(|| {});
+
+/// The process's pool, made at the first call (`None`: `ZN_SHIM_POOL=0`).
+pub fn of_process() -> Option<Arc<Pool>> {
+    let mut g = POOL.lock();
+    if g.is_none() {
+        let n = state::config().pool;
+        *g = (n > 0).then(|| Arc::new(Pool::new(n)));
+    }
+    g.clone()
 }

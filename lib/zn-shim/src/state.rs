@@ -1,14 +1,10 @@
-//! Process-wide state of the shim: configuration (environment), counters,
-//! the `/dev/zeronic` device and registration cache, the table of
-//! offloaded file descriptors, and the real libc functions.
+//! What every part of the shim shares, and which names none of them:
+//! the configuration (environment), the counters, the log, and the real
+//! libc functions. Each subsystem keeps its own table (`per_proc.rs`).
 
-use crate::conn::Conn;
 use nix::libc::{self, c_int};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use zn::cache::RegCache;
-use zn::Device;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 /// Tunables, from the environment at the first use (`docs/shim.md`).
 #[derive(Debug, Clone)]
@@ -188,127 +184,9 @@ pub fn stats() -> &'static Stats {
     S.get_or_init(Stats::default)
 }
 
-/// What belongs to one process: after `fork()` the child starts over (its
-/// copy is leaked, never used: the flows and regions are the parent's).
-#[derive(Default)]
-pub struct Proc {
-    pub dev: Option<Arc<Device>>,
-    pub dev_failed: bool,
-    pub cache: Option<Arc<RegCache>>,
-    /// File windows of `sendfile` (`sendfile.rs`).
-    pub files: Option<Arc<crate::sendfile::FileCache>>,
-    /// Ring and staging memory of released connections (`pool.rs`).
-    pub pool: Option<Arc<crate::pool::Pool>>,
-    /// fd -> connection (dup'd fds share it).
-    pub fds: HashMap<i32, Arc<Conn>>,
-    /// Connections by id (epoll tags).
-    pub by_id: HashMap<u32, Arc<Conn>>,
-    /// Non-blocking connects in progress: attach once established.
-    pub pending: std::collections::HashSet<i32>,
-    pub next_id: u32,
-    /// Local addresses seen, and whether they are on a ZeroNIC port.
-    pub on_port: HashMap<std::net::Ipv4Addr, bool>,
-    /// epoll fd -> registered fd -> registration (offloaded and pending
-    /// fds only).
-    pub epolls: HashMap<i32, HashMap<i32, crate::mux::Reg>>,
-}
-
-static PID: AtomicI32 = AtomicI32::new(0);
-static PROC: AtomicPtr<Mutex<Proc>> = AtomicPtr::new(std::ptr::null_mut());
-/// Offloaded or pending fds in this process: the wrappers' fast path.
-pub static ACTIVE: AtomicUsize = AtomicUsize::new(0);
-
 pub fn pid() -> i32 {
     // SAFETY: getpid has no preconditions.
     unsafe { libc::getpid() }
-}
-
-/// This process's state; a new one in a forked child.
-pub fn proc_() -> &'static Mutex<Proc> {
-    let me = pid();
-    let p = PROC.load(Ordering::Acquire);
-    if !p.is_null() && PID.load(Ordering::Acquire) == me {
-        // SAFETY: published below, never freed (leaked on purpose).
-        return unsafe { &*p };
-    }
-    let fresh = Box::into_raw(Box::new(Mutex::new(Proc::default())));
-    match PROC.compare_exchange(p, fresh, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => {
-            PID.store(me, Ordering::Release);
-            if !p.is_null() {
-                // A forked child: what the parent had is not ours. The old
-                // state is leaked (its lock may be held by a thread that
-                // does not exist here); its fds stay plain sockets whose
-                // data calls fail (counted as inherited_use).
-                ACTIVE.store(0, Ordering::Relaxed);
-                zn::cache::forget_all_after_fork();
-                INHERITED.store(p, Ordering::Release);
-            }
-            // SAFETY: just published.
-            unsafe { &*fresh }
-        }
-        Err(cur) => {
-            // SAFETY: `fresh` was never shared.
-            drop(unsafe { Box::from_raw(fresh) });
-            // SAFETY: published by the winner.
-            unsafe { &*cur }
-        }
-    }
-}
-
-/// The parent's state as a forked child inherited it (read with try_lock).
-pub static INHERITED: AtomicPtr<Mutex<Proc>> = AtomicPtr::new(std::ptr::null_mut());
-
-/// Whether `fd` was an offloaded connection of the parent (in a child).
-pub fn inherited(fd: i32) -> bool {
-    let p = INHERITED.load(Ordering::Acquire);
-    if p.is_null() {
-        return false;
-    }
-    // SAFETY: leaked, never freed.
-    let m = unsafe { &*p };
-    m.try_lock()
-        .map(|g| g.fds.contains_key(&fd))
-        .unwrap_or(false)
-}
-
-pub fn lock() -> std::sync::MutexGuard<'static, Proc> {
-    proc_().lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The device (opened at the first offload of this process).
-pub fn device(p: &mut Proc) -> Option<Arc<Device>> {
-    if p.dev.is_none() && !p.dev_failed {
-        match Device::open(config().nic) {
-            Ok(d) => {
-                p.cache = Some(Arc::new(RegCache::new(d.clone(), 256)));
-                p.files = Some(Arc::default());
-                let n = config().pool;
-                p.pool = (n > 0).then(|| Arc::new(crate::pool::Pool::new(n)));
-                p.dev = Some(d);
-            }
-            Err(e) => {
-                p.dev_failed = true;
-                log(&format!("no offload: {e}"));
-            }
-        }
-    }
-    p.dev.clone()
-}
-
-pub fn cache() -> Option<Arc<RegCache>> {
-    lock().cache.clone()
-}
-
-pub fn files() -> Option<Arc<crate::sendfile::FileCache>> {
-    lock().files.clone()
-}
-
-pub fn conn_of(fd: i32) -> Option<Arc<Conn>> {
-    if ACTIVE.load(Ordering::Relaxed) == 0 {
-        return None;
-    }
-    lock().fds.get(&fd).cloned()
 }
 
 pub fn log(msg: &str) {
@@ -374,20 +252,8 @@ pub extern "C" fn after_fork_child() {
     stats().reset();
 }
 
-pub extern "C" fn at_exit() {
-    // Connections still open: their counters too (not if another thread
-    // holds the lock: exit must not hang).
-    let p = PROC.load(Ordering::Acquire);
-    if !p.is_null() && PID.load(Ordering::Acquire) == pid() {
-        // SAFETY: published by proc_(), never freed.
-        let open: Vec<Arc<Conn>> = unsafe { &*p }
-            .try_lock()
-            .map(|g| g.fds.values().cloned().collect())
-            .unwrap_or_default();
-        for c in open {
-            c.account("open at exit");
-        }
-    }
+/// Writes the counters where `ZN_SHIM_STATS` says (at exit).
+pub fn report() {
     if let Some(dest) = config().stats.as_deref() {
         let line = format!("{}\n", stats().render());
         emit(dest, dest == "-", &line);
