@@ -19,12 +19,19 @@ use std::sync::{Mutex, MutexGuard};
 /// The process that last made or renewed a table (0: none yet).
 static SEEN: AtomicI32 = AtomicI32::new(0);
 
+/// One process's table: the pid is part of the allocation, so a thread
+/// that sees the pointer sees whose table it is (a pid kept beside the
+/// pointer could be read between the two stores, and a second thread
+/// would then take a first use for a fork and replace the new table).
+struct Table<T> {
+    pid: i32,
+    table: Mutex<T>,
+}
+
 pub struct PerProc<T> {
-    /// The process `cur` belongs to.
-    pid: AtomicI32,
-    cur: AtomicPtr<Mutex<T>>,
+    cur: AtomicPtr<Table<T>>,
     /// The parent's table as a forked child inherited it.
-    old: AtomicPtr<Mutex<T>>,
+    old: AtomicPtr<Table<T>>,
     /// Run in a forked child when its table replaces the parent's.
     on_fork: fn(),
 }
@@ -32,7 +39,6 @@ pub struct PerProc<T> {
 impl<T: Default> PerProc<T> {
     pub const fn new(on_fork: fn()) -> Self {
         Self {
-            pid: AtomicI32::new(0),
             cur: AtomicPtr::new(std::ptr::null_mut()),
             old: AtomicPtr::new(std::ptr::null_mut()),
             on_fork,
@@ -42,38 +48,44 @@ impl<T: Default> PerProc<T> {
     /// This process's table; a new one in a forked child.
     pub fn get(&'static self) -> &'static Mutex<T> {
         let me = state::pid();
-        let p = self.cur.load(Ordering::Acquire);
-        if !p.is_null() && self.pid.load(Ordering::Acquire) == me {
+        let mut p = self.cur.load(Ordering::Acquire);
+        loop {
             // SAFETY: published below, never freed (leaked on purpose).
-            return unsafe { &*p };
-        }
-        // The registration caches are process-wide (the memory hooks'):
-        // a forked child forgets the parent's regions once, at its first
-        // use of any table, before it can register its own.
-        let prev = SEEN.swap(me, Ordering::AcqRel);
-        if prev != 0 && prev != me {
-            zn::cache::forget_all_after_fork();
-        }
-        let fresh = Box::into_raw(Box::new(Mutex::new(T::default())));
-        match self
-            .cur
-            .compare_exchange(p, fresh, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => {
-                self.pid.store(me, Ordering::Release);
-                if !p.is_null() {
-                    // A forked child: the old table is leaked.
-                    (self.on_fork)();
-                    self.old.store(p, Ordering::Release);
+            if let Some(t) = unsafe { p.as_ref() } {
+                if t.pid == me {
+                    return &t.table;
                 }
-                // SAFETY: just published.
-                unsafe { &*fresh }
             }
-            Err(cur) => {
-                // SAFETY: `fresh` was never shared.
-                drop(unsafe { Box::from_raw(fresh) });
-                // SAFETY: published by the winner.
-                unsafe { &*cur }
+            // The registration caches are process-wide (the memory hooks'):
+            // a forked child forgets the parent's regions once, at its
+            // first use of any table, before it can register its own.
+            let prev = SEEN.swap(me, Ordering::AcqRel);
+            if prev != 0 && prev != me {
+                zn::cache::forget_all_after_fork();
+            }
+            let fresh = Box::into_raw(Box::new(Table {
+                pid: me,
+                table: Mutex::new(T::default()),
+            }));
+            match self
+                .cur
+                .compare_exchange(p, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    if !p.is_null() {
+                        // A forked child: the old table is leaked.
+                        (self.on_fork)();
+                        self.old.store(p, Ordering::Release);
+                    }
+                    // SAFETY: just published, never freed.
+                    return unsafe { &(*fresh).table };
+                }
+                Err(cur) => {
+                    // Another thread of this process published first.
+                    // SAFETY: `fresh` was never shared.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    p = cur;
+                }
             }
         }
     }
@@ -84,19 +96,43 @@ impl<T: Default> PerProc<T> {
 
     /// This process's table if it made one (none made here: at exit).
     pub fn current(&self) -> Option<&Mutex<T>> {
-        let p = self.cur.load(Ordering::Acquire);
-        if p.is_null() || self.pid.load(Ordering::Acquire) != state::pid() {
-            return None;
-        }
         // SAFETY: published by get(), never freed.
-        Some(unsafe { &*p })
+        let t = unsafe { self.cur.load(Ordering::Acquire).as_ref() }?;
+        (t.pid == state::pid()).then_some(&t.table)
     }
 
     /// The parent's table as a forked child inherited it (read it with
     /// try_lock: its lock may be held by a thread not copied here).
     pub fn inherited(&self) -> Option<&Mutex<T>> {
-        let p = self.old.load(Ordering::Acquire);
         // SAFETY: leaked, never freed.
-        (!p.is_null()).then(|| unsafe { &*p })
+        unsafe { self.old.load(Ordering::Acquire).as_ref() }.map(|t| &t.table)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PerProc;
+    use std::sync::Barrier;
+
+    /// Threads of one process that use a table for the first time at once
+    /// all get the same table: none takes another's first use for a fork.
+    #[test]
+    fn first_use_from_many_threads_makes_one_table() {
+        for _ in 0..200 {
+            let table: &'static PerProc<Vec<usize>> =
+                Box::leak(Box::new(PerProc::new(|| panic!("no fork happened"))));
+            let start = Barrier::new(8);
+            std::thread::scope(|s| {
+                for i in 0..8 {
+                    let start = &start;
+                    s.spawn(move || {
+                        start.wait();
+                        table.lock().push(i);
+                    });
+                }
+            });
+            assert_eq!(table.lock().len(), 8);
+            assert!(table.inherited().is_none());
+        }
     }
 }
