@@ -16,4 +16,5 @@ pub mod cmd;
 pub mod desc;
 pub mod net;
 pub mod regs;
+pub mod rss;
 pub mod status;
