@@ -69,10 +69,13 @@ pub fn hash_tcp6(key: &[u8], saddr: [u8; 16], daddr: [u8; 16], sport: u16, dport
 mod tests {
     use super::*;
 
-    /// Microsoft's "Verifying the RSS Hash Calculation": IPv4 with TCP and
-    /// IPv4 alone (source, source port, destination, destination port,
-    /// 4-tuple hash, addresses-only hash).
-    const IPV4: [([u8; 4], u16, [u8; 4], u16, u32, u32); 5] = [
+    /// A case of Microsoft's "Verifying the RSS Hash Calculation": source,
+    /// source port, destination, destination port, the 4-tuple's hash and
+    /// the addresses' alone.
+    type Case<A> = (A, u16, A, u16, u32, u32);
+
+    /// The IPv4 cases.
+    const IPV4: [Case<[u8; 4]>; 5] = [
         (
             [66, 9, 149, 187],
             2794,
