@@ -17,9 +17,10 @@
  * - fork_per_connection: a server that accepts, forks, closes its copy; the
  *   child serves the connection.
  * - exit_with_unsent_data, exec_with_unsent_data, sigkill_with_unsent_data:
- *   a writer leaves bytes unsent (the peer reads nothing meanwhile) and
- *   exits, execs (the new program writes more through the inherited socket
- *   and exits) or is killed: the peer gets every byte, then the FIN.
+ *   a writer process connects, leaves bytes unsent (the peer reads nothing
+ *   meanwhile) and exits, execs (the new program inherits the socket, leaves
+ *   it alone and exits) or is killed: the peer gets every byte, then the
+ *   FIN.
  * - epoll_maxevents1_edge, epoll_maxevents1_oneshot: eight ready connections,
  *   epoll_wait(maxevents 1): each reported once per edge / arming, none lost.
  * - signal_handler_writes_under_load: a SIGALRM handler writes records to one
@@ -39,6 +40,10 @@
  *   length arriving in two parts, consumes nothing.
  * - peer_reset_during_blocking_write: a write blocked on a full window
  *   returns once the peer resets; the next one fails, ECONNRESET seen.
+ *
+ * Where a case needs a second process (a writer that exits, a peer that
+ * reads or resets), that process makes its own connection: only the cases
+ * about fork, vfork and exec hand a connection across them.
  *
  * Usage: sock_semantics [--mode plain] [kselftest harness options]
  * (or ZN_SOCK_MODE=plain). An unknown mode is an error.
@@ -520,123 +525,80 @@ TEST(fork_per_connection)
 /*
  * The writer's side: a small receive buffer at the peer, which reads nothing
  * until the writer is gone, and a large send buffer at the writer, so that
- * blocking writes return with most of their bytes unsent.
+ * blocking writes return with most of their bytes unsent. The writer is a
+ * child that makes its own connection (a fork after connect is
+ * fork_per_connection's subject, not these cases').
  */
 #define PEER_RCVBUF (16 << 10)
 #define WRITER_SNDBUF (1 << 20)
 #define UNSENT (192u << 10)
 #define STREAM_EXIT 41
 
-/* Reports `outq` of `s` to the parent through `pipefd`. */
-static void report(int pipefd, int s)
+enum unsent_end { END_EXIT, END_EXEC, END_SIGKILL };
+
+static void unsent_case(struct __test_metadata *_metadata, enum unsent_end how)
 {
-	int q = outq(s);
+	unsigned short port;
+	int l = listener(PEER_RCVBUF, 1, &port), srv, p[2], q = -1;
+	pid_t w;
 
-	if (write(pipefd, &q, sizeof(q)) != sizeof(q))
-		_exit(102);
-}
+	ASSERT_LE(0, l);
+	ASSERT_EQ(0, pipe(p));
+	w = child();
+	ASSERT_LE(0, w);
+	if (w == 0) {
+		char *args[] = { "true", NULL };
+		int s = dial(port, WRITER_SNDBUF);
 
-/* The peer's half: the writer reported how much it left unsent (must be
- * some, or the case checks nothing); then every byte, then the FIN. */
-static void unsent_peer(struct __test_metadata *_metadata, int srv, int pipefd, pid_t pid, int sig)
-{
-	int q = -1;
-
-	ASSERT_EQ(sizeof(q), read(pipefd, &q, sizeof(q))) TH_LOG("the writer reported nothing");
+		close(p[0]);
+		if (s < 0 || put(s, STREAM_EXIT, 0, UNSENT))
+			_exit(103);
+		/* The bytes not yet sent: some, or the case checks nothing. */
+		q = outq(s);
+		if (write(p[1], &q, sizeof(q)) != sizeof(q))
+			_exit(102);
+		switch (how) {
+		case END_EXIT:
+			exit(0); /* with the socket open: exit closes it */
+		case END_EXEC:
+			/* Inherited, unused, closed when the new program exits. */
+			fcntl(s, F_SETFD, 0);
+			execv("/bin/true", args);
+			_exit(104);
+		case END_SIGKILL:
+			for (;;)
+				pause();
+		}
+	}
+	close(p[1]);
+	srv = take(l);
+	close(l);
+	ASSERT_LE(0, srv);
+	ASSERT_EQ(sizeof(q), read(p[0], &q, sizeof(q))) TH_LOG("the writer reported nothing");
 	TH_LOG("%d bytes unsent at the writer's end", q);
 	EXPECT_LT(0, q);
-	if (sig)
-		kill(pid, sig);
+	if (how == END_SIGKILL)
+		kill(w, SIGKILL);
 	/* Killed: no exit status (-1); else 0. */
-	EXPECT_EQ(sig ? -1 : 0, reap(pid));
+	EXPECT_EQ(how == END_SIGKILL ? -1 : 0, reap(w));
 	EXPECT_EQ(UNSENT, get(srv, STREAM_EXIT, 0, UNSENT, MS));
 	EXPECT_TRUE(eof(srv, MS));
+	close(srv);
 }
 
 TEST(exit_with_unsent_data)
 {
-	int cli, srv, p[2];
-	pid_t w;
-
-	ASSERT_EQ(0, pair(&cli, &srv, PEER_RCVBUF, WRITER_SNDBUF));
-	ASSERT_EQ(0, pipe(p));
-	w = child();
-	ASSERT_LE(0, w);
-	if (w == 0) {
-		if (put(cli, STREAM_EXIT, 0, UNSENT))
-			_exit(103);
-		report(p[1], cli);
-		exit(0); /* with the socket open: exit closes it */
-	}
-	close(cli);
-	close(p[1]);
-	unsent_peer(_metadata, srv, p[0], w, 0);
-}
-
-TEST(sigkill_with_unsent_data)
-{
-	int cli, srv, p[2];
-	pid_t w;
-
-	ASSERT_EQ(0, pair(&cli, &srv, PEER_RCVBUF, WRITER_SNDBUF));
-	ASSERT_EQ(0, pipe(p));
-	w = child();
-	ASSERT_LE(0, w);
-	if (w == 0) {
-		if (put(cli, STREAM_EXIT, 0, UNSENT))
-			_exit(103);
-		report(p[1], cli);
-		for (;;)
-			pause();
-	}
-	close(cli);
-	close(p[1]);
-	unsent_peer(_metadata, srv, p[0], w, SIGKILL);
-}
-
-/*
- * exec: the child writes the first half, then execs this program as
- * `--exec-writer FD PIPEFD`, which writes the second half through the
- * inherited socket, reports and exits.
- */
-static int exec_writer(int argc, char **argv)
-{
-	int s, pipefd;
-
-	if (argc != 4)
-		return 104;
-	s = atoi(argv[2]);
-	pipefd = atoi(argv[3]);
-	if (put(s, STREAM_EXIT, UNSENT / 2, UNSENT / 2))
-		return 105;
-	report(pipefd, s);
-	return 0;
+	unsent_case(_metadata, END_EXIT);
 }
 
 TEST(exec_with_unsent_data)
 {
-	int cli, srv, p[2];
-	pid_t w;
+	unsent_case(_metadata, END_EXEC);
+}
 
-	ASSERT_EQ(0, pair(&cli, &srv, PEER_RCVBUF, WRITER_SNDBUF));
-	ASSERT_EQ(0, pipe(p));
-	w = child();
-	ASSERT_LE(0, w);
-	if (w == 0) {
-		char fd[16], pfd[16];
-		char *args[] = { "sock_semantics", "--exec-writer", fd, pfd, NULL };
-
-		if (put(cli, STREAM_EXIT, 0, UNSENT / 2))
-			_exit(103);
-		fcntl(cli, F_SETFD, 0);
-		snprintf(fd, sizeof(fd), "%d", cli);
-		snprintf(pfd, sizeof(pfd), "%d", p[1]);
-		execv("/proc/self/exe", args);
-		_exit(106);
-	}
-	close(cli);
-	close(p[1]);
-	unsent_peer(_metadata, srv, p[0], w, 0);
+TEST(sigkill_with_unsent_data)
+{
+	unsent_case(_metadata, END_SIGKILL);
 }
 
 /* ---- epoll, maxevents 1 ----------------------------------------------------- */
@@ -809,26 +771,28 @@ TEST(signal_handler_writes_under_load)
 {
 	struct itimerval it = { { 0, 2000 }, { 0, 2000 } }, off = {};
 	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
-	int bcli, bsrv, rcli, rsrv, p[2];
+	int bcli, rcli, l, p[2];
 	unsigned int n = 0;
 	size_t sent = 0, got = 0;
+	unsigned short port;
 	long end;
 	pid_t peer;
 
-	ASSERT_EQ(0, pair(&bcli, &bsrv, 0, 0));
-	ASSERT_EQ(0, pair(&rcli, &rsrv, 0, 0));
+	l = listener(0, 2, &port);
+	ASSERT_LE(0, l);
 	ASSERT_EQ(0, pipe(p));
 	peer = child();
 	ASSERT_LE(0, peer);
 	if (peer == 0) {
-		/* Reads both; checks the bulk stream and the records in order;
-		 * reports how many records came. */
+		/* Accepts both (the bulk one first); checks the bulk stream and
+		 * the records in order; reports how many of each came. */
+		int bsrv = take(l), rsrv = take(l);
 		unsigned int rec[2], want = 0;
 		size_t have = 0, rhave = 0;
 		int bulk_eof = 0, rec_eof = 0;
 
-		close(bcli);
-		close(rcli);
+		if (bsrv < 0 || rsrv < 0)
+			_exit(117);
 		while (!bulk_eof || !rec_eof) {
 			struct pollfd pf[2] = { { bsrv, POLLIN }, { rsrv, POLLIN } };
 			char b[16384];
@@ -868,8 +832,11 @@ TEST(signal_handler_writes_under_load)
 			_exit(116);
 		_exit(0);
 	}
-	close(bsrv);
-	close(rsrv);
+	close(l);
+	bcli = dial(port, 0);
+	ASSERT_LE(0, bcli);
+	rcli = dial(port, 0);
+	ASSERT_LE(0, rcli);
 	sig_sock = rcli;
 	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
 	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
@@ -1251,19 +1218,35 @@ TEST(so_rcvtimeo)
 TEST(msg_peek_waitall)
 {
 	char peek[PEEK_ALL], again[PEEK_ALL];
-	int cli, srv, q = -1;
+	int l, srv, q = -1, go[2];
+	unsigned short port;
 	pid_t w;
 
-	ASSERT_EQ(0, pair(&cli, &srv, 0, 0));
+	l = listener(0, 1, &port);
+	ASSERT_LE(0, l);
+	ASSERT_EQ(0, pipe(go));
 	w = child();
 	ASSERT_LE(0, w);
 	if (w == 0) {
-		/* The length in two parts, 200 ms apart. */
-		if (put(cli, 130, 0, PEEK_FIRST))
+		/* Its own connection; the length in two parts, 200 ms apart;
+		 * closes when the parent says. */
+		int cli = dial(port, 0);
+		char c;
+
+		close(go[1]);
+		if (cli < 0 || put(cli, 130, 0, PEEK_FIRST))
 			_exit(1);
 		nap_ms(200);
-		_exit(put(cli, 130, PEEK_FIRST, PEEK_ALL - PEEK_FIRST) ? 2 : 0);
+		if (put(cli, 130, PEEK_FIRST, PEEK_ALL - PEEK_FIRST))
+			_exit(2);
+		if (read(go[0], &c, 1) != 0)
+			_exit(3);
+		_exit(close(cli) ? 4 : 0);
 	}
+	close(go[0]);
+	srv = take(l);
+	close(l);
+	ASSERT_LE(0, srv);
 	EXPECT_EQ(PEEK_ALL, recv(srv, peek, PEEK_ALL, MSG_PEEK | MSG_WAITALL));
 	EXPECT_EQ(-1, check(peek, 130, 0, PEEK_ALL));
 	/* Peeking consumed nothing. */
@@ -1271,8 +1254,8 @@ TEST(msg_peek_waitall)
 	EXPECT_EQ(PEEK_ALL, q);
 	EXPECT_EQ(PEEK_ALL, recv(srv, again, PEEK_ALL, MSG_WAITALL));
 	EXPECT_EQ(-1, check(again, 130, 0, PEEK_ALL));
+	close(go[1]);
 	EXPECT_EQ(0, reap(w));
-	close(cli);
 	EXPECT_TRUE(eof(srv, MS));
 	close(srv);
 }
@@ -1285,7 +1268,8 @@ TEST(msg_peek_waitall)
 TEST(peer_reset_during_blocking_write)
 {
 	char *b = malloc(RESET_WRITE);
-	int cli, srv, e1 = 0, e2 = 0;
+	int cli, l, e1 = 0, e2 = 0, go[2];
+	unsigned short port;
 	ssize_t w1, w2;
 	long t0, el;
 	pid_t rst;
@@ -1293,20 +1277,32 @@ TEST(peer_reset_during_blocking_write)
 	ASSERT_NE(NULL, b);
 	fill(b, 140, 0, RESET_WRITE);
 	/* Small buffers both ends: the write blocks well before its end. */
-	ASSERT_EQ(0, pair(&cli, &srv, PEER_RCVBUF, 64 << 10));
+	l = listener(PEER_RCVBUF, 1, &port);
+	ASSERT_LE(0, l);
+	ASSERT_EQ(0, pipe(go));
 	signal(SIGPIPE, SIG_IGN);
 	rst = child();
 	ASSERT_LE(0, rst);
 	if (rst == 0) {
+		/* The peer: accepts, reads nothing, resets RESET_AFTER_MS
+		 * after the writer starts. */
 		struct linger lg = { 1, 0 };
+		int srv = take(l);
+		char c;
 
-		close(cli);
+		close(go[1]);
+		if (srv < 0 || read(go[0], &c, 1) != 1)
+			_exit(2);
 		nap_ms(RESET_AFTER_MS);
 		/* Linger 0: close sends a RST. */
 		setsockopt(srv, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		_exit(close(srv) ? 1 : 0);
 	}
-	close(srv);
+	close(go[0]);
+	close(l);
+	cli = dial(port, 64 << 10);
+	ASSERT_LE(0, cli);
+	ASSERT_EQ(1, write(go[1], "g", 1));
 	t0 = ms_now();
 	w1 = write(cli, b, RESET_WRITE);
 	e1 = w1 < 0 ? errno : 0;
@@ -1337,8 +1333,6 @@ int main(int argc, char **argv)
 	char **args = calloc(argc + 1, sizeof(*args));
 	int n = 0;
 
-	if (argc > 1 && !strcmp(argv[1], "--exec-writer"))
-		return exec_writer(argc, argv);
 	if (!args)
 		return 1;
 	/* --mode MODE (or ZN_SOCK_MODE); the rest goes to the harness. */
