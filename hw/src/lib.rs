@@ -6,12 +6,15 @@
 //! `desc.rs` need `le_struct.rs` included before them with `#[macro_use]`,
 //! and `net.rs` names `regs.rs` as `super::regs` (siblings in both crates).
 //! The normative prose is `docs/hardware.md`; `tests/spec_tables.rs` pins the
-//! tables there to the constants here.
+//! tables there to the constants here. `accel.rs` is the emulated
+//! accelerator's (ZACC, `docs/accel.md`, pinned by `tests/accel_tables.rs`);
+//! the kernel module does not include it.
 #![no_std]
 
 #[macro_use]
 mod le_struct;
 
+pub mod accel;
 pub mod cmd;
 pub mod desc;
 pub mod net;

@@ -6,6 +6,8 @@
 #[path = "../src/le_struct.rs"]
 mod le_struct;
 
+#[path = "../src/accel.rs"]
+mod accel;
 #[path = "../src/cmd.rs"]
 mod cmd;
 #[path = "../src/desc.rs"]
@@ -21,6 +23,8 @@ fn standalone_modules_match_crate() {
     assert_eq!(desc::TxDesc::SIZE, 64);
     assert_eq!(cmd::CmdMrReg::SIZE, 64);
     assert_eq!(status::ST_CSUM, zeronic_hw::status::ST_CSUM);
+    assert_eq!(accel::ZA_MAGIC, zeronic_hw::accel::ZA_MAGIC);
+    assert_eq!(accel::ZaCmdCopy::SIZE, 64);
 }
 
 #[test]
