@@ -1,6 +1,7 @@
 //! Emulated ZeroNIC: the device model QEMU guests reach through an
 //! `ivshmem-doorbell` PCI device. See `docs/hardware.md` for the interface.
 
+pub mod accel;
 pub mod cmdq;
 pub mod csum;
 pub mod ctl;

@@ -155,6 +155,17 @@ impl Bar2 {
         Ok(Self { map, fd: None })
     }
 
+    /// Maps the first `len` bytes of `file` as a register file: a device
+    /// whose shared-memory object holds more than its registers (ZACC's
+    /// BAR2 is registers, then device memory; `accel/hbm.rs`).
+    pub fn from_file_prefix(file: &std::fs::File, len: usize) -> Result<Self> {
+        let map = MmapOptions::new()
+            .len(len)
+            .map_raw(file)
+            .context("mmap register file")?;
+        Ok(Self { map, fd: None })
+    }
+
     /// The shared-memory fd (for the ivshmem protocol).
     pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
