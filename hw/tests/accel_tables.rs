@@ -1,100 +1,14 @@
 //! Pins docs/accel.md to hw/src/accel.rs, as spec_tables.rs pins
 //! docs/hardware.md: every constant and struct field offset in the spec
 //! tables must equal the crate's, and every public constant of accel.rs
-//! must be documented. (The table parser is spec_tables.rs's.)
+//! must be documented. The table parser is doc_tables/'s.
 
 use std::collections::BTreeMap;
 use zeronic_hw::accel;
 
-/// (field name, offset, size) rows of one struct.
-type Fields = Vec<(String, usize, usize)>;
-
-fn doc() -> String {
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/accel.md");
-    std::fs::read_to_string(p).expect("read docs/accel.md")
-}
-
-fn parse_num(s: &str) -> u64 {
-    let s = s.trim();
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).expect("hex value"),
-        None => s.parse().expect("decimal value"),
-    }
-}
-
-/// `| `NAME` | value | ... |` rows.
-fn doc_constants(doc: &str) -> BTreeMap<String, u64> {
-    let mut m = BTreeMap::new();
-    for line in doc.lines() {
-        let cols: Vec<&str> = line.split(" | ").collect();
-        if cols.len() >= 3 && cols[0].starts_with("| `") && cols[0].ends_with('`') {
-            let name = cols[0].trim_start_matches("| `").trim_end_matches('`');
-            if name
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-            {
-                assert!(
-                    m.insert(name.to_string(), parse_num(cols[1])).is_none(),
-                    "{name} twice"
-                );
-            }
-        }
-    }
-    m
-}
-
-/// `#### `Name` (N bytes)` tables of `| offset | size | `field` | ... |`.
-fn doc_layouts(doc: &str) -> BTreeMap<String, (usize, Fields)> {
-    let mut m = BTreeMap::new();
-    let mut cur: Option<String> = None;
-    for line in doc.lines() {
-        if let Some(h) = line.strip_prefix("#### `") {
-            let (name, rest) = h.split_once('`').expect("struct heading");
-            let n = rest
-                .trim()
-                .trim_start_matches('(')
-                .split(' ')
-                .next()
-                .expect("size");
-            m.insert(
-                name.to_string(),
-                (n.parse().expect("struct size"), Vec::new()),
-            );
-            cur = Some(name.to_string());
-            continue;
-        }
-        if line.starts_with('#') {
-            cur = None;
-        }
-        let Some(c) = &cur else { continue };
-        let cols: Vec<&str> = line.split(" | ").collect();
-        if cols.len() >= 4 && cols[2].starts_with('`') && cols[0].starts_with("| ") {
-            let off = parse_num(cols[0].trim_start_matches("| ")) as usize;
-            let size = parse_num(cols[1]) as usize;
-            let f = cols[2].trim_matches('`').to_string();
-            m.get_mut(c).expect("struct").1.push((f, off, size));
-        }
-    }
-    m
-}
-
-fn field_size<T, F>(_: fn(&T) -> &F) -> usize {
-    core::mem::size_of::<F>()
-}
-
-macro_rules! layout {
-    ($t:ty, $($f:ident),*) => {
-        (stringify!($t).rsplit("::").next().unwrap().trim().to_string(), <$t>::SIZE, vec![
-            $((stringify!($f).to_string(), core::mem::offset_of!($t, $f), field_size(|x: &$t| &x.$f)),)*
-        ])
-    };
-}
-
-macro_rules! consts {
-    ($m:ident, $module:ident: $($name:ident),* $(,)?) => {
-        $($m.insert(stringify!($name).to_string(), $module::$name as u64);)*
-    };
-}
+#[macro_use]
+mod doc_tables;
+use doc_tables::*;
 
 #[allow(clippy::unnecessary_cast)] // constants of several widths
 fn code_constants() -> BTreeMap<String, u64> {
@@ -247,56 +161,14 @@ fn code_layouts() -> Vec<(String, usize, Fields)> {
     ]
 }
 
-/// Names declared `pub const` in accel.rs (what must be documented).
-fn source_constants() -> Vec<String> {
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/src/accel.rs");
-    let src = std::fs::read_to_string(p).expect("read source");
-    src.lines()
-        .filter_map(|l| l.trim().strip_prefix("pub const "))
-        .filter(|r| !r.starts_with("fn "))
-        .map(|r| r.split(':').next().expect("name").to_string())
-        .collect()
-}
-
 #[test]
 fn accel_constants_match_code() {
-    let doc = doc_constants(&doc());
-    let code = code_constants();
-    for name in source_constants() {
-        assert!(
-            code.contains_key(&name),
-            "{name}: add it to code_constants()"
-        );
-        assert!(
-            doc.contains_key(&name),
-            "{name}: not documented in docs/accel.md"
-        );
-    }
-    for (name, v) in &doc {
-        let c = code
-            .get(name)
-            .unwrap_or_else(|| panic!("docs name unknown constant {name}"));
-        assert_eq!(v, c, "{name}: spec says {v:#x}, code has {c:#x}");
-    }
+    check_constants("accel.md", &code_constants(), &source_constants(&["accel"]));
 }
 
 #[test]
 fn accel_layouts_match_code() {
-    let doc = doc_layouts(&doc());
-    let code = code_layouts();
-    assert_eq!(doc.len(), code.len(), "struct tables in the spec");
-    for (name, size, fields) in code {
-        let (dsize, dfields) = doc
-            .get(&name)
-            .unwrap_or_else(|| panic!("{name} not in spec"));
-        assert_eq!(*dsize, size, "{name} size");
-        assert_eq!(dfields, &fields, "{name} fields (name, offset, size)");
-        let sum: usize = fields.iter().map(|f| f.2).sum();
-        assert_eq!(sum, size, "{name}: fields must cover the struct");
-        for (f, off, fsize) in &fields {
-            assert_eq!(off % fsize, 0, "{name}.{f}: not naturally aligned");
-        }
-    }
+    check_layouts("accel.md", code_layouts());
 }
 
 #[test]
