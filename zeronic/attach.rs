@@ -321,7 +321,20 @@ impl Ulp for ZnUlp {
             rx_wscale: u16::from(sk.rcv_wscale()),
             ..Default::default()
         });
-        let hw_index = install_nic_flow(&ctl, &cmd, edge, held)?;
+        // On failure the ring goes back before this returns (its charge
+        // too, so that the caller may try again at once): the NIC flow is
+        // removed first, then the region invalidated, then freed.
+        let give_back = |ring_use: MrUse, kring: DropInProcess<Mr>| {
+            drop(ring_use);
+            kring.drop_now();
+        };
+        let hw_index = match install_nic_flow(&ctl, &cmd, edge, held) {
+            Ok(i) => i,
+            Err(e) => {
+                give_back(ring_use, kring);
+                return Err(e);
+            }
+        };
         let flow = match Flow::new(
             0,
             nic,
@@ -342,6 +355,7 @@ impl Ulp for ZnUlp {
             Ok(f) => f,
             Err(e) => {
                 remove_nic_flow(&ctl, hw_index);
+                give_back(ring_use, kring);
                 return Err(e);
             }
         };
@@ -354,6 +368,14 @@ impl Ulp for ZnUlp {
         }
         if let Err(e) = ctl.add_flow(hw_index, flow.clone()) {
             remove_nic_flow(&ctl, hw_index);
+            let (ring_use, kring) = {
+                let mut inner = flow.inner.lock();
+                (inner.ring.take(), inner.kring.take())
+            };
+            drop(ring_use);
+            if let Some(k) = kring {
+                k.drop_now();
+            }
             return Err(e);
         }
         Ok(flow)
