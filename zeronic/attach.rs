@@ -12,6 +12,15 @@
 //! `recv()`/`send()`/`splice()` on an attached socket fails with `EOPNOTSUPP`
 //! (the ULP's defaults), so nothing else consumes or injects stream bytes.
 //!
+//! **Served sockets.** A process may also attach its own socket with
+//! `setsockopt(fd, SOL_TCP, TCP_ULP, "zeronic", 7)` ([`ZnUlp::init_by_user`],
+//! patch 0039). The flow then receives into a ring of pages the driver
+//! allocates ([`Mr::register_kernel`], [`RING_BYTES`]) and the socket is served
+//! by TCP's own code: the receipt skbs stay in TCP's queue, `sk_data_ready`
+//! wakes readers, `recvmsg()` is TCP's, and after it (and whenever TCP calls
+//! the ULP back) the flow moves the ring's head to what the application read
+//! ([`Flow::follow_reader`]). `close()` detaches it as any flow.
+//!
 //! Detaching (the ioctl, `close()` of the socket, the file going away) ends
 //! the flow's data path for good: no more posts; the NIC flow is removed,
 //! and only once the NIC confirmed that are the posted receive segments
@@ -35,6 +44,7 @@ use kernel::{
             UlpOps, //
         },
     },
+    page::PAGE_SIZE,
     prelude::*,
     sync::{
         atomic::{
@@ -56,6 +66,7 @@ use crate::{
         cqe_status,
         Cq, //
     },
+    defer::DropInProcess,
     flow::{
         tx::TxState,
         Flow,
@@ -71,6 +82,7 @@ use crate::{
             FlowRemove,
             FlowUpdate,
             Nop,
+            FLOWU_CURSOR,
             FLOWU_EDGE,
             FLOW_RX_RING,
             FLOW_RX_SEGMENTS,
@@ -78,9 +90,18 @@ use crate::{
         },
         status,
     },
-    mr::MrUse,
+    mr::{
+        Mr,
+        MrUse, //
+    },
     uapi,
 };
+
+/// The receive ring of a socket its process attached (`TCP_ULP`): 4 MiB,
+/// about TCP's largest receive window under the default `tcp_rmem`, so that
+/// what the peer may send fits the ring (what does not is delivered whole on
+/// the normal path: copied, never lost).
+pub(crate) const RING_BYTES: usize = 4 << 20;
 
 /// The ULP's operation tables.
 pub(crate) static ULP_OPS: UlpOps<ZnUlp> = UlpOps::new();
@@ -153,21 +174,7 @@ impl Ulp for ZnUlp {
 
     fn init(sk: &mut Locked<'_, context::Process>, arg: AttachArg) -> Result<Arc<Flow>> {
         arg.out.init_ran.store(true, Relaxed);
-        if sk.sock().family() != AF_INET {
-            return Err(EAFNOSUPPORT);
-        }
-        if !matches!(sk.state(), TcpState::Established) {
-            return Err(ENOTCONN);
-        }
-        if sk.has_user_data() {
-            return Err(EEXIST);
-        }
-        if sk.has_md5_or_ao() || sk.repair() {
-            return Err(EOPNOTSUPP);
-        }
-        let (ctl, nic, port) = port_of(sk)?;
-        // `ethtool -G <port> tcp-data-split off` refuses new flows.
-        ctl.flow_attach_allowed(port)?;
+        let (ctl, nic, port) = check_socket(sk)?;
         let tuple = sk.ipv4_tuple();
         let rx_isn = sk.copied_seq();
         // Stream mode: the ring's region, whose use is held from here (and
@@ -236,41 +243,17 @@ impl Ulp for ZnUlp {
         cq.reserve(EVENT_CREDITS)?;
         // The socket is owned by us: TCP's input waits in the backlog, so
         // `copied_seq` cannot move while the NIC installs the flow.
-        let hw_index = ctl
-            .with_bound(|_, cmds| {
-                let done = cmds.exec(&cmd)?;
-                if done.status != status::ST_OK {
-                    return Err(status_errno(done.status));
-                }
-                let hw_index = u32::try_from(FlowInstall::output(&done)).map_err(|_| EIO)?;
-                let update = FlowUpdate {
-                    flags: FLOWU_EDGE,
-                    flow: hw_index,
-                    stream_off: edge,
-                };
-                // Before any room is posted, so nothing is placed without it.
-                let edge_set = cmds.exec(&update).is_ok_and(|d| d.status == status::ST_OK);
-                Ok((hw_index, edge_set))
-            })
-            .and_then(|(hw_index, edge_set)| {
-                if edge_set {
-                    return Ok(hw_index);
-                }
-                // A NIC that refuses a valid edge is broken: give the flow
-                // back rather than leave it unable to place.
-                remove_nic_flow(&ctl, hw_index);
-                Err(EIO)
-            })
-            .map_err(|e| {
-                cq.unreserve(EVENT_CREDITS);
-                e
-            })?;
+        let hw_index = install_nic_flow(&ctl, &cmd, edge, 0).map_err(|e| {
+            cq.unreserve(EVENT_CREDITS);
+            e
+        })?;
         let flow = Flow::new(
             arg.id,
             nic,
             port,
             ctl.clone(),
-            arg.cq,
+            Some(arg.cq),
+            false,
             sk.sock().to_aref(),
             target,
             rx_isn,
@@ -301,6 +284,109 @@ impl Ulp for ZnUlp {
         Ok(flow)
     }
 
+    fn init_by_user(sk: &mut Locked<'_, context::Process>) -> Result<Arc<Flow>> {
+        let (ctl, nic, port) = check_socket(sk)?;
+        let tuple = sk.ipv4_tuple();
+        // Stream offset 0 is the first byte the application has not read;
+        // what TCP queued before is served by TCP, and the NIC's cursor
+        // starts past it (`held`).
+        let rx_isn = sk.copied_seq();
+        // Sequence numbers wrap; the difference is the point.
+        let held = u64::from(sk.rcv_nxt().wrapping_sub(rx_isn));
+        // CAST: as in `init`.
+        let edge = (sk.rcv_wnd_end().wrapping_sub(rx_isn) as i32).max(0) as u64;
+        let kring = Mr::register_kernel(ctl.clone(), nic, RING_BYTES / PAGE_SIZE)?;
+        let shared = kring.shared().ok_or(EIO)?.clone();
+        let ring_use = MrUse::take(&shared);
+        // Dropped (invalidated, then freed) in process context, whatever
+        // context lets go of the flow last.
+        let kring = DropInProcess::new(kring)?;
+        // CAST: RING_BYTES fits u32 and u64.
+        let ring_size = RING_BYTES as u64;
+        let cmd = FlowInstall(CmdFlow {
+            // CAST: port < MAX_PORTS.
+            port: port as u16,
+            proto: u16::from(IPPROTO_TCP),
+            local_ip: u32::from(tuple.saddr),
+            remote_ip: u32::from(tuple.daddr),
+            local_port: tuple.sport,
+            remote_port: tuple.dport,
+            rx_isn,
+            mode: FLOW_RX_RING,
+            ring_key: shared.key,
+            ring_offset: 0,
+            // CAST: RING_BYTES fits u32.
+            ring_size: RING_BYTES as u32,
+            stream_off: 0,
+            rx_wscale: u16::from(sk.rcv_wscale()),
+            ..Default::default()
+        });
+        // On failure the ring goes back before this returns (its charge
+        // too, so that the caller may try again at once): the NIC flow is
+        // removed first, then the region invalidated, then freed.
+        let give_back = |ring_use: MrUse, kring: DropInProcess<Mr>| {
+            drop(ring_use);
+            kring.drop_now();
+        };
+        let hw_index = match install_nic_flow(&ctl, &cmd, edge, held) {
+            Ok(i) => i,
+            Err(e) => {
+                give_back(ring_use, kring);
+                return Err(e);
+            }
+        };
+        let flow = match Flow::new(
+            0,
+            nic,
+            port,
+            ctl.clone(),
+            None,
+            true,
+            sk.sock().to_aref(),
+            RxTarget::Ring {
+                offset: 0,
+                size: ring_size,
+            },
+            rx_isn,
+            tuple,
+            hw_index,
+            TxState::new(),
+        ) {
+            Ok(f) => f,
+            Err(e) => {
+                remove_nic_flow(&ctl, hw_index);
+                give_back(ring_use, kring);
+                return Err(e);
+            }
+        };
+        {
+            let mut inner = flow.inner.lock();
+            inner.ring = Some(ring_use);
+            inner.kring = Some(kring);
+            inner.nic_cursor = held;
+            inner.nic_confirmed = held;
+        }
+        if let Err(e) = ctl.add_flow(hw_index, flow.clone()) {
+            remove_nic_flow(&ctl, hw_index);
+            let (ring_use, kring) = {
+                let mut inner = flow.inner.lock();
+                (inner.ring.take(), inner.kring.take())
+            };
+            drop(ring_use);
+            if let Some(k) = kring {
+                k.drop_now();
+            }
+            return Err(e);
+        }
+        Ok(flow)
+    }
+
+    fn recvmsg_done(data: &Arc<Flow>, _sk: &TcpSock) {
+        // The application read: the ring's head follows.
+        let mut sk = data.sock.lock();
+        data.consume(&mut sk);
+    }
+
     fn release(data: Arc<Flow>) {
         // The socket is being destroyed: the flow was detached at close, or
         // the connection died without one. Nothing here may sleep.
@@ -312,8 +398,9 @@ impl Ulp for ZnUlp {
             Callback::BhLocked(mut l) => data.consume(&mut l),
             Callback::Owned(mut l) => data.consume(&mut l),
         }
-        // Nobody reads the socket itself: its plain reads fail.
-        false
+        // A served socket's readers are woken as TCP's; nobody reads any
+        // other attached socket (its plain reads fail).
+        data.served
     }
 
     fn write_space(data: &Arc<Flow>, _sk: &TcpSock) {
@@ -330,6 +417,77 @@ impl Ulp for ZnUlp {
     fn close(data: &Arc<Flow>, _sk: &TcpSock) {
         data.detach();
     }
+}
+
+/// Checks that `sk` (owned by the caller) may be attached, and returns the
+/// NIC and port its route leaves through.
+///
+/// # Errors
+///
+/// - `EAFNOSUPPORT` if the socket is not IPv4; `ENOTCONN` if not established.
+/// - `EEXIST` if another upper layer has the socket.
+/// - `EOPNOTSUPP` for TCP-MD5/AO, repair mode, or a port whose header/data split is off.
+/// - `ENODEV`, `EOPNOTSUPP` as [`port_of`].
+fn check_socket(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32, u32)> {
+    if sk.sock().family() != AF_INET {
+        return Err(EAFNOSUPPORT);
+    }
+    if !matches!(sk.state(), TcpState::Established) {
+        return Err(ENOTCONN);
+    }
+    if sk.has_user_data() {
+        return Err(EEXIST);
+    }
+    if sk.has_md5_or_ao() || sk.repair() {
+        return Err(EOPNOTSUPP);
+    }
+    let (ctl, nic, port) = port_of(sk)?;
+    // `ethtool -G <port> tcp-data-split off` refuses new flows.
+    ctl.flow_attach_allowed(port)?;
+    Ok((ctl, nic, port))
+}
+
+/// Installs the NIC flow `cmd` with window edge `edge` and, if `cursor` is
+/// not 0, its cursor there (bytes TCP holds already); returns its index.
+/// Process context.
+///
+/// # Errors
+///
+/// - `ENOSPC` if the Flow Table is full; other refusals as [`status_errno`].
+/// - `EIO` if the NIC did not complete the commands or refused the edge or
+///   cursor (the flow is removed again then).
+/// - `ENODEV` if the NIC is being unbound.
+fn install_nic_flow(ctl: &Control, cmd: &FlowInstall, edge: u64, cursor: u64) -> Result<u32> {
+    let (hw_index, set) = ctl.with_bound(|_, cmds| {
+        let done = cmds.exec(cmd)?;
+        if done.status != status::ST_OK {
+            return Err(status_errno(done.status));
+        }
+        let hw_index = u32::try_from(FlowInstall::output(&done)).map_err(|_| EIO)?;
+        let update = FlowUpdate {
+            flags: FLOWU_EDGE,
+            flow: hw_index,
+            stream_off: edge,
+        };
+        // Before any room is posted, so nothing is placed without it.
+        let mut set = cmds.exec(&update).is_ok_and(|d| d.status == status::ST_OK);
+        if set && cursor != 0 {
+            let update = FlowUpdate {
+                flags: FLOWU_CURSOR,
+                flow: hw_index,
+                stream_off: cursor,
+            };
+            set = cmds.exec(&update).is_ok_and(|d| d.status == status::ST_OK);
+        }
+        Ok((hw_index, set))
+    })?;
+    if set {
+        return Ok(hw_index);
+    }
+    // A NIC that refuses a valid edge or cursor is broken: give the flow
+    // back rather than leave it unable to place.
+    remove_nic_flow(ctl, hw_index);
+    Err(EIO)
 }
 
 /// Removes NIC flow `hw_index`, waiting for the NIC (process context).
@@ -414,7 +572,7 @@ impl Flow {
             inner.phase = Phase::Detached;
         }
         self.drop_pending_sends();
-        {
+        if !self.served {
             // Give the window back to TCP: nothing posts any more, and a
             // window held at the old room would leave the peer probing it
             // (and both sockets, with their module references, alive)
@@ -463,7 +621,16 @@ impl Flow {
         let mut inner = self.inner.lock();
         if !inner.event_posted {
             inner.event_posted = true;
-            self.cq.unreserve(1);
+            if let Some(cq) = &self.cq {
+                cq.unreserve(1);
+            }
+        }
+        // A served socket's ring: invalidated on the NIC, then freed (or held
+        // until the NIC is reset if it does not confirm), now.
+        let kring = inner.kring.take();
+        drop(inner);
+        if let Some(k) = kring {
+            k.drop_now();
         }
     }
 }

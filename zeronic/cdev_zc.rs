@@ -176,7 +176,10 @@ impl ZcFiles {
         let flows = self.flows.lock();
         let mut cqs = self.cqs.lock();
         let pos = cqs.iter().position(|c| c.id == req.cq).ok_or(ENOENT)?;
-        if flows.iter().any(|f| f.cq.id == req.cq) {
+        if flows
+            .iter()
+            .any(|f| f.cq.as_ref().is_some_and(|c| c.id == req.cq))
+        {
             return Err(EBUSY);
         }
         // Its mappings, if any, keep it (and its charge) until unmapped.
@@ -439,7 +442,9 @@ fn post_one(
     }
     let ended = send && sk.shutdown() & SEND_SHUTDOWN != 0;
     flow.may_post(send, ended).map_err(release)?;
-    flow.cq.reserve(1).map_err(release)?;
+    // A flow of the file always has its CQ.
+    let cq = flow.cq.as_ref().ok_or(EINVAL).map_err(release)?;
+    cq.reserve(1).map_err(release)?;
     // Both take over `mr`'s use, and give it back if they fail.
     let res = if send {
         flow.post_send(sk, wr.wr_id, mr.clone(), wr.offset, wr.len)
@@ -447,7 +452,7 @@ fn post_one(
         flow.post_recv(mr.clone(), wr)
     };
     if res.is_err() {
-        flow.cq.unreserve(1);
+        cq.unreserve(1);
     }
     res
 }

@@ -31,8 +31,12 @@ use kernel::{
         Device, //
     },
     dma::{
-        pages::MappedPages,
-        Coherent, //
+        pages::{
+            KernelPages,
+            MappedPages, //
+        },
+        Coherent,
+        DmaAddress, //
     },
     mm::pin::PinnedPages,
     net::{
@@ -59,6 +63,7 @@ use kernel::{
 };
 
 use crate::{
+    charge::LockedCharge,
     cmdq::{
         CmdDone,
         CmdQueue,
@@ -249,11 +254,38 @@ enum State {
     Lost,
 }
 
+/// The DMA-mapped pages of a registered region: unmapped, then given back
+/// (and uncharged) when dropped.
+pub(crate) enum RegionPages {
+    /// The application's pages, pinned (unpinned after unmapping).
+    User(MappedPages<PinnedPages>),
+    /// Pages the driver allocated (a socket's receive ring), and their charge
+    /// to the user's `locked_vm`, given back after the pages are unmapped.
+    Kernel(
+        MappedPages<KernelPages>,
+        #[expect(dead_code, reason = "held, to be dropped after the pages")] LockedCharge,
+    ),
+}
+
+impl RegionPages {
+    /// The DMA address of the `index`-th 4 KiB block of the pages.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `index` is out of range or `dev` is not the mapping's device.
+    pub(crate) fn dma_address_4k(&self, dev: &Device<Bound>, index: usize) -> Result<DmaAddress> {
+        match self {
+            Self::User(m) => m.dma_address_4k(dev, index),
+            Self::Kernel(m, _) => m.dma_address_4k(dev, index),
+        }
+    }
+}
+
 /// Pages of a registered region and who they are charged to; freed (and
 /// uncharged) only through [`Control::free_region`] or [`Control::release`].
 pub(crate) struct Region {
-    /// The pinned, DMA-mapped pages (unmapped, then unpinned when dropped).
-    pub(crate) mapped: MappedPages<PinnedPages>,
+    /// The DMA-mapped pages (unmapped, then unpinned or freed when dropped).
+    pub(crate) mapped: RegionPages,
     /// Pages pinned, for the counters.
     pub(crate) npages: u64,
     /// The user whose MR Table share the region takes.

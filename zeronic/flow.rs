@@ -106,6 +106,7 @@ use crate::{
         status,
     },
     mr::{
+        Mr,
         MrShared,
         MrUse, //
     },
@@ -113,6 +114,7 @@ use crate::{
 };
 
 mod cmds;
+mod served;
 pub(crate) mod tx;
 mod user;
 
@@ -224,6 +226,10 @@ pub(crate) struct FlowInner {
     /// nothing then) and the NIC confirmed the flow's removal
     /// ([`Flow::flush_segments`]).
     pub(crate) ring: Option<MrUse>,
+    /// A socket served by TCP: its kernel ring's registration (the region
+    /// [`FlowInner::ring`] uses), released at detach, in process context
+    /// (invalidated on the NIC first).
+    pub(crate) kring: Option<DropInProcess<Mr>>,
     /// Stream mode: bytes the application has consumed (the ring's head).
     pub(crate) ring_head: u64,
     /// Stream mode: bytes reported with `STREAM_DATA` entries so far.
@@ -284,7 +290,13 @@ pub(crate) struct Flow {
     pub(crate) port: u32,
     /// Dropped on a workqueue: the flow's last reference may go in softirq.
     pub(crate) control: DropInProcess<Arc<Control>>,
-    pub(crate) cq: Arc<Cq>,
+    /// Where the flow's completions go; `None` for a socket served by TCP
+    /// (attached by its process), which has none.
+    pub(crate) cq: Option<Arc<Cq>>,
+    /// The socket is served by TCP ([`Flow::follow_reader`]): attached by
+    /// its process with `TCP_ULP`, receiving into a kernel ring
+    /// ([`FlowInner::kring`]), nothing consumed by the flow.
+    pub(crate) served: bool,
     pub(crate) sock: ARef<TcpSock>,
     pub(crate) target: RxTarget,
     /// Sequence number of receive stream offset 0.
@@ -338,7 +350,8 @@ impl Flow {
         nic: u32,
         port: u32,
         control: Arc<Control>,
-        cq: Arc<Cq>,
+        cq: Option<Arc<Cq>>,
+        served: bool,
         sock: ARef<TcpSock>,
         target: RxTarget,
         rx_isn: u32,
@@ -363,6 +376,7 @@ impl Flow {
                 port,
                 control,
                 cq,
+                served,
                 sock,
                 target,
                 rx_isn,
@@ -385,6 +399,7 @@ impl Flow {
                     segs: KVec::new(),
                     posted_end: 0,
                     ring: None,
+                    kring: None,
                     ring_head: ring_start,
                     ring_reported: 0,
                     ring_copied: false,
@@ -412,8 +427,12 @@ impl Flow {
     ///
     /// - `EAGAIN`, `EINVAL` as [`Cq::post`].
     pub(crate) fn complete(&self, cqe: &Cqe, credit: Credit) -> Result {
-        let res = self.cq.post(cqe, credit);
-        self.cq.notify();
+        let Some(cq) = &self.cq else {
+            // A served socket's events are the socket's own.
+            return Ok(());
+        };
+        let res = cq.post(cqe, credit);
+        cq.notify();
         res
     }
 
@@ -461,6 +480,10 @@ impl Flow {
     /// The flow's spinlock is taken per chunk, never across `read_sock()`,
     /// which may transmit (ACKs) and must not run with interrupts off.
     pub(crate) fn consume<C: LockContext>(self: &Arc<Self>, sk: &mut Locked<'_, C>) {
+        if self.served {
+            self.follow_reader(sk);
+            return;
+        }
         let mut placed = 0u64;
         let mut copied = 0u64;
         // A copy waits for the NIC's cursor (see `copy_room`).
@@ -885,6 +908,11 @@ impl CmdDone for Flow {
                 Ok(Awaited::Cursor) => return,
                 Err(_) => return,
             }
+        }
+        // A served socket's window is TCP's own, and nothing goes back to
+        // its process: nothing to do.
+        if self.served {
+            return;
         }
         // The window may grow, and segments the cursor passed may go back:
         // `consume()` raises the window's bound and sends the update, under

@@ -39,6 +39,7 @@ use kernel::{
     },
     page::Page,
     prelude::*,
+    sync::atomic::Relaxed,
 };
 
 use crate::{
@@ -203,9 +204,27 @@ fn deliver(
     } else {
         0
     };
+    // Bytes handed to TCP in the pages the NIC wrote: a served socket's
+    // count of placed bytes (TCP copies them to the application; the flow
+    // itself consumes nothing).
+    let mut placed = 0u64;
+    let count_placed = |placed: u64| {
+        if flow.served && placed != 0 {
+            flow.stats.rx_placed.add(placed, Relaxed);
+            if let Some(zc) = flow.control.zc(flow.port) {
+                zc.rx_placed.add(placed, Relaxed);
+            }
+        }
+    };
     loop {
         let first = pos;
-        let mut skb = ctx.alloc_skb(u32::from(e.hdr_len))?;
+        let mut skb = match ctx.alloc_skb(u32::from(e.hdr_len)) {
+            Ok(skb) => skb,
+            Err(err) => {
+                count_placed(placed);
+                return Err(err);
+            }
+        };
         // The linear part ends with the header: no tailroom. The stack
         // pulls the fragments of a packet into its linear part when they
         // fit there (`skb_condense()`, on TCP's backlog while the
@@ -238,6 +257,7 @@ fn deliver(
                 let n = u64::from(in_page).min(room).min(end - pos) as u32;
                 skb.add_rx_frag_ref(&page, off, n, n)?;
                 pos += u64::from(n);
+                placed += u64::from(n);
             }
         }
         let last = pos >= end;
@@ -259,6 +279,7 @@ fn deliver(
             break;
         }
     }
+    count_placed(placed);
     Ok(delivered)
 }
 

@@ -22,11 +22,22 @@
 //! back (on the system workqueue) when its last holder lets go, so that
 //! references to a region never exist without the pin's `RLIMIT_MEMLOCK`
 //! charge. Its MR Table entry is free as soon as the NIC invalidated it.
+//!
+//! **Kernel rings.** A socket the application attached itself (`TCP_ULP`)
+//! receives into a ring of pages the driver allocates ([`Mr::register_kernel`]):
+//! zeroed, charged to the user's `locked_vm` like a pin, DMA-mapped and
+//! registered with local write like any region, and released the same way
+//! (invalidated first; never given back before the NIC confirmed).
 
 use kernel::{
     alloc::flags::__GFP_NOWARN,
+    device::{
+        Bound,
+        Device, //
+    },
     dma::{
         pages::{
+            KernelPages,
             MappedPages,
             SZ_4K, //
         },
@@ -56,10 +67,12 @@ use kernel::{
 };
 
 use crate::{
+    charge::LockedCharge,
     control::{
         Control,
         Held,
-        Region, //
+        Region,
+        RegionPages, //
     },
     defer::DropInProcess,
     hw::{
@@ -125,7 +138,7 @@ pub(crate) struct MrShared {
 /// unpins and uncharges them. Process context only (unpinning may sleep).
 struct Parked {
     control: Arc<Control>,
-    mapped: Option<kernel::dma::pages::MappedPages<kernel::mm::pin::PinnedPages>>,
+    mapped: Option<RegionPages>,
     npages: u64,
 }
 
@@ -293,10 +306,38 @@ impl Mr {
         // Everything that can fail for lack of memory happens before the NIC
         // knows the region, so that no failure has to undo a registration.
         let refs = DropInProcess::new(pages.page_refs()?)?;
+        let map = move |dev: &Device<Bound>| -> Result<RegionPages> {
+            Ok(RegionPages::User(MappedPages::new(dev, pages, dir)?))
+        };
+        Self::register_region(
+            control, uid, map, offset, ulen, access, hw_access, refs, held,
+        )
+    }
+
+    /// Maps the pages `map` gives (`offset` bytes into the first of them,
+    /// `ulen` bytes) and registers them: the common part of
+    /// [`Mr::register_pages`] and [`Mr::register_kernel`]. `refs` are the
+    /// pages' references for the data path. Sets `held` as
+    /// [`Mr::register_pages`] does.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of a registration, once"
+    )]
+    fn register_region(
+        control: &Control,
+        uid: kernel::task::Kuid,
+        map: impl FnOnce(&Device<Bound>) -> Result<RegionPages>,
+        offset: usize,
+        ulen: usize,
+        access: u32,
+        hw_access: u32,
+        refs: DropInProcess<PageRefs>,
+        held: &mut bool,
+    ) -> Result<(u64, Region, Arc<MrShared>)> {
         let shared = UniqueArc::<MrShared>::new_uninit(GFP_KERNEL)?;
         let len = u64::try_from(ulen)?;
         control.with_bound(|dev, cmds| {
-            let mapped = MappedPages::new(dev, pages, dir)?;
+            let mapped = map(dev)?;
             let skip = offset / SZ_4K;
             let first_off = offset % SZ_4K;
             let npages = (first_off + ulen).div_ceil(SZ_4K);
@@ -362,6 +403,63 @@ impl Mr {
                 }
             }
         })
+    }
+
+    /// Allocates `npages` zeroed pages, charged to the current task's user
+    /// (`locked_vm`, against `RLIMIT_MEMLOCK`), and registers them with
+    /// local write on `control`'s NIC (index `nic`): a socket's receive ring.
+    /// The region belongs to the kernel (no file's table holds it); dropping
+    /// it invalidates it on the NIC first, as any region's release does.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `npages` is 0; `E2BIG` beyond [`MR_MAX_BYTES`].
+    /// - `ENOSPC` if the user holds `mr_user_max` entries, or the NIC's MR Table is full.
+    /// - `ENOMEM` beyond `RLIMIT_MEMLOCK`, if a page cannot be DMA-mapped, or out of memory.
+    /// - `ENODEV` once the NIC is being unbound.
+    /// - `EIO` as [`Mr::register`].
+    pub(crate) fn register_kernel(control: Arc<Control>, nic: u32, npages: usize) -> Result<Self> {
+        let ulen = npages.checked_mul(PAGE_SIZE).ok_or(E2BIG)?;
+        check(u64::try_from(ulen)?, 0, uapi::ACCESS_LOCAL_WRITE)?;
+        let uid = current!().uid();
+        let charge = LockedCharge::new(npages)?;
+        let pages = KernelPages::alloc(npages, GFP_KERNEL | __GFP_NOWARN)?;
+        let refs = DropInProcess::new(pages.page_refs()?)?;
+        control.take_share(uid)?;
+        let map = move |dev: &Device<Bound>| -> Result<RegionPages> {
+            let mapped = MappedPages::new(dev, pages, DataDirection::FromDevice)?;
+            Ok(RegionPages::Kernel(mapped, charge))
+        };
+        let mut held = false;
+        match Self::register_region(
+            &control,
+            uid,
+            map,
+            0,
+            ulen,
+            uapi::ACCESS_LOCAL_WRITE,
+            MR_ACCESS_LOCAL_WRITE,
+            refs,
+            &mut held,
+        ) {
+            Ok((key, region, shared)) => {
+                control.mr_in_use.add(1, Relaxed);
+                control.pinned_pages.add(region.npages, Relaxed);
+                Ok(Self {
+                    key,
+                    nic,
+                    control,
+                    region: Some(region),
+                    shared: Some(shared),
+                })
+            }
+            Err(e) => {
+                if !held {
+                    control.put_share(uid);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Pages this region pins.

@@ -327,10 +327,14 @@ impl Flow {
                 status: o.status.unwrap_or(0),
                 ..Default::default()
             };
-            let _ = self.cq.post(&cqe, Credit::Reserved);
+            if let Some(cq) = &self.cq {
+                let _ = cq.post(&cqe, Credit::Reserved);
+            }
         }
         drop(inner);
-        self.cq.notify();
+        if let Some(cq) = &self.cq {
+            cq.notify();
+        }
     }
 
     /// Send space freed up (the ULP's `sk_write_space`, softirq): queue the

@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Sockets their process attached itself, served by TCP (issue 34, first
+ * step; docs/uapi.md, "Attaching a socket by setsockopt"):
+ *
+ *  - setsockopt(fd, SOL_TCP, TCP_ULP, "zeronic") on both ends of a
+ *    connection over the ports; then plain read()/write(), poll(), FIONREAD,
+ *    MSG_PEEK|MSG_WAITALL, MSG_DONTWAIT, SO_RCVTIMEO, splice() and
+ *    shutdown() behave as on any TCP socket, 64 MiB move each way
+ *    byte for byte, and the driver's counters show the NIC placed them
+ *    (zc_rx_placed_bytes, hw_rx_placed_bytes of ethtool -S);
+ *  - the documented errnos: ENOTCONN, EEXIST, ENODEV (loopback), EAFNOSUPPORT
+ *    (IPv6), EOPNOTSUPP (tcp-data-split off), ENOMEM (RLIMIT_MEMLOCK),
+ *    ENOSPC (the user's MR Table share);
+ *  - a transfer over a wire losing 1% of the frames arrives intact;
+ *  - close() gives everything back: no region, pinned page or Flow Table
+ *    entry is left.
+ *
+ * Runs in the two-port topology (zc_served.sh: ZN_NS_A/B, ZN_ADDR_B,
+ * ZN_IF_A/B, ZN_WIRE).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/sockios.h>
+#include <linux/zeronic.h>
+
+#include "kselftest_harness.h"
+#include "zc_lib.h"
+
+#define NOBODY 65534
+#define BIG (64ull << 20)
+
+static int ulp(int s)
+{
+	return setsockopt(s, SOL_TCP, TCP_ULP, "zeronic", 7) ? errno : 0;
+}
+
+/* Byte `i` of side `side`'s stream. */
+static inline unsigned char pat(int side, unsigned long long i)
+{
+	return (unsigned char)((i * 131 + (i >> 12) + side * 7) & 0xff);
+}
+
+/* A counter of `ethtool -S` of side (a or b)'s port; -1 if not found. */
+static long long stat_of(char side, const char *name)
+{
+	const char *ns = getenv(side == 'a' ? "ZN_NS_A" : "ZN_NS_B");
+	const char *ifn = getenv(side == 'a' ? "ZN_IF_A" : "ZN_IF_B");
+	char cmd[256], key[96], line[256];
+	long long v = -1, n;
+	FILE *p;
+
+	if (!ifn)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s%s ethtool -S %s 2>/dev/null", ns && *ns ? "ip netns exec " : "",
+		 ns && *ns ? ns : "", ifn);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		if (sscanf(line, " %95[^:]: %lld", key, &n) == 2 && !strcmp(key, name))
+			v = n;
+	pclose(p);
+	return v;
+}
+
+/* Runs `cmd` in side's namespace; its exit status. */
+static int in_side(char side, const char *cmd)
+{
+	const char *ns = getenv(side == 'a' ? "ZN_NS_A" : "ZN_NS_B");
+	char line[512];
+
+	snprintf(line, sizeof(line), "%s%s %s", ns && *ns ? "ip netns exec " : "", ns && *ns ? ns : "", cmd);
+	return system(line);
+}
+
+/* Writes `n` bytes of side's pattern to `s` with plain write(); 0 if all went. */
+static int write_pattern(int s, int side, unsigned long long n)
+{
+	static char b[65536];
+	unsigned long long off = 0;
+
+	while (off < n) {
+		size_t len = n - off < sizeof(b) ? n - off : sizeof(b), i;
+		ssize_t w;
+
+		for (i = 0; i < len; i++)
+			b[i] = pat(side, off + i);
+		w = write(s, b, len);
+		if (w <= 0)
+			return -1;
+		off += w;
+	}
+	return 0;
+}
+
+/* A child writing `n` bytes of side's pattern to `s`, then shutdown(SHUT_WR). */
+static pid_t writer(int s, int side, unsigned long long n)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(write_pattern(s, side, n) || shutdown(s, SHUT_WR) ? 1 : 0);
+	return pid;
+}
+
+struct reader {
+	int s, side;
+	unsigned long long got;
+	int bad, eof;
+};
+
+/* Reads what is there (plain read()) and checks it against the pattern. */
+static int read_some(struct reader *r)
+{
+	static char b[65536];
+	ssize_t n = read(r->s, b, sizeof(b)), i;
+
+	if (n == 0) {
+		r->eof = 1;
+		return 0;
+	}
+	if (n < 0)
+		return errno == EAGAIN ? 0 : -1;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)b[i] != pat(r->side, r->got + i) && !r->bad) {
+			r->bad = 1;
+			printf("# byte %llu of side %d's stream is %u, want %u\n", r->got + i, r->side,
+			       (unsigned char)b[i], pat(r->side, r->got + i));
+		}
+	r->got += n;
+	return 0;
+}
+
+/*
+ * Moves `n` bytes each way between `cli` (side 0's writer) and `srv` (side
+ * 1's), reading both with poll() + read() until EOF. 0 if both arrived intact.
+ */
+static int both_ways(int cli, int srv, unsigned long long n, int timeout_s)
+{
+	struct reader r[2] = { { .s = srv, .side = 0 }, { .s = cli, .side = 1 } };
+	pid_t w0 = writer(cli, 0, n), w1 = writer(srv, 1, n);
+	time_t end = time(NULL) + timeout_s;
+	int st0 = -1, st1 = -1, i;
+
+	while (!(r[0].eof && r[1].eof) && time(NULL) < end) {
+		struct pollfd p[2] = { { .fd = srv, .events = POLLIN }, { .fd = cli, .events = POLLIN } };
+
+		if (poll(p, 2, 1000) < 0)
+			break;
+		for (i = 0; i < 2; i++)
+			if (!r[i].eof && (p[i].revents & (POLLIN | POLLHUP)) && read_some(&r[i]))
+				goto out;
+	}
+out:
+	if (!(r[0].eof && r[1].eof)) {
+		kill(w0, SIGKILL);
+		kill(w1, SIGKILL);
+	}
+	waitpid(w0, &st0, 0);
+	waitpid(w1, &st1, 0);
+	for (i = 0; i < 2; i++)
+		printf("# side %d's stream: %llu of %llu bytes, %s, %s\n", i, r[i].got, n,
+		       r[i].eof ? "EOF" : "no EOF", r[i].bad ? "CORRUPT" : "intact");
+	if (st0 != 0 || st1 != 0)
+		printf("# writers' status: %d %d\n", st0, st1);
+	return r[0].got == n && r[1].got == n && r[0].eof && r[1].eof && !r[0].bad && !r[1].bad &&
+	       st0 == 0 && st1 == 0 ? 0 : -1;
+}
+
+static __u32 flows_in_use(void)
+{
+	struct zeronic_query q;
+	int z = zopen();
+	__u32 n = ~0u;
+
+	if (z >= 0 && !query(z, &q))
+		n = q.flows_in_use;
+	if (z >= 0)
+		close(z);
+	return n;
+}
+
+static __u64 pinned_pages(void)
+{
+	struct zeronic_query q;
+	int z = zopen();
+	__u64 n = ~0ull;
+
+	if (z >= 0 && !query(z, &q))
+		n = q.pinned_pages + ((__u64)q.mr_in_use << 40);
+	if (z >= 0)
+		close(z);
+	return n;
+}
+
+/* Whether the NIC-wide counters come back to `flows`/`pinned` within 10 s. */
+static int back_to(__u32 flows, __u64 pinned)
+{
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		if (flows_in_use() == flows && pinned_pages() == pinned)
+			return 1;
+		usleep(100000);
+	}
+	printf("# flows_in_use %u (want %u), pinned pages | mr_in_use << 40 %llx (want %llx)\n",
+	       flows_in_use(), flows, (unsigned long long)pinned_pages(), (unsigned long long)pinned);
+	return 0;
+}
+
+TEST(attach_and_move_64mib_each_way)
+{
+	__u32 flows0 = flows_in_use();
+	__u64 pinned0 = pinned_pages();
+	long long pa0 = stat_of('a', "zc_rx_placed_bytes"), pb0 = stat_of('b', "zc_rx_placed_bytes");
+	long long ha0 = stat_of('a', "hw_rx_placed_bytes"), hb0 = stat_of('b', "hw_rx_placed_bytes");
+	long long pa, pb, ha, hb;
+	char name[16] = "";
+	socklen_t nl = sizeof(name);
+	int cli, srv;
+
+	ASSERT_EQ(0, connect_pair(&cli, &srv)) TH_LOG("a connection over the ports");
+	ASSERT_EQ(0, ulp(cli));
+	ASSERT_EQ(0, ulp(srv));
+	ASSERT_EQ(0, getsockopt(srv, SOL_TCP, TCP_ULP, name, &nl));
+	EXPECT_STREQ("zeronic", name);
+	EXPECT_EQ(flows0 + 2, flows_in_use()) TH_LOG("each end has its Flow Table entry");
+
+	ASSERT_EQ(0, both_ways(cli, srv, BIG, 300));
+
+	pa = stat_of('a', "zc_rx_placed_bytes") - pa0;
+	pb = stat_of('b', "zc_rx_placed_bytes") - pb0;
+	ha = stat_of('a', "hw_rx_placed_bytes") - ha0;
+	hb = stat_of('b', "hw_rx_placed_bytes") - hb0;
+	printf("# placed by the NIC and handed to TCP in its pages: a %lld, b %lld of %llu bytes each (NIC: a %lld, b %lld)\n",
+	       pa, pb, BIG, ha, hb);
+	/* Most of it: what finds the ring full comes whole on the normal path. */
+	EXPECT_GE(pa, (long long)(BIG / 2));
+	EXPECT_GE(pb, (long long)(BIG / 2));
+	EXPECT_GE(ha, pa / 2);
+	EXPECT_GE(hb, pb / 2);
+
+	close(cli);
+	close(srv);
+	EXPECT_TRUE(back_to(flows0, pinned0)) TH_LOG("close() gave the flows and rings back");
+}
+
+TEST(socket_semantics)
+{
+	static char buf[1 << 20], peek[32 << 10];
+	struct timeval tv = { .tv_usec = 200000 };
+	struct pollfd p;
+	struct timespec t0, t1;
+	int cli, srv, inq = -1, fds[2], i;
+	unsigned long long got = 0;
+	pid_t w;
+
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	ASSERT_EQ(0, ulp(cli));
+	ASSERT_EQ(0, ulp(srv));
+
+	/* Nothing there: MSG_DONTWAIT is EAGAIN, SO_RCVTIMEO times out, poll() waits. */
+	EXPECT_EQ(-1, recv(srv, buf, 1, MSG_DONTWAIT));
+	EXPECT_EQ(EAGAIN, errno);
+	ASSERT_EQ(0, setsockopt(srv, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	EXPECT_EQ(-1, read(srv, buf, 1));
+	EXPECT_EQ(EAGAIN, errno);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	EXPECT_GE((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000, 150);
+	p = (struct pollfd){ .fd = srv, .events = POLLIN };
+	EXPECT_EQ(0, poll(&p, 1, 100));
+
+	/* 1 MiB arrives: poll() says so, MSG_PEEK|MSG_WAITALL sees its start
+	 * without taking it, FIONREAD counts it, read() gets all of it. */
+	w = writer(cli, 0, sizeof(buf));
+	p.revents = 0;
+	EXPECT_EQ(1, poll(&p, 1, 10000));
+	EXPECT_TRUE(p.revents & POLLIN);
+	tv.tv_sec = 30;
+	tv.tv_usec = 0;
+	ASSERT_EQ(0, setsockopt(srv, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	ASSERT_EQ((ssize_t)sizeof(peek), recv(srv, peek, sizeof(peek), MSG_PEEK | MSG_WAITALL));
+	for (i = 0; i < (int)sizeof(peek); i++)
+		if ((unsigned char)peek[i] != pat(0, i))
+			break;
+	EXPECT_EQ((int)sizeof(peek), i) TH_LOG("peeked byte %d differs", i);
+	EXPECT_EQ(0, ioctl(srv, FIONREAD, &inq));
+	EXPECT_GE(inq, (int)sizeof(peek));
+	/* splice() the first 64 KiB through a pipe (copied, see docs/uapi.md);
+	 * like read(), a splice may move less than asked. */
+	ASSERT_EQ(0, pipe(fds));
+	while (got < 65536) {
+		ssize_t n = splice(srv, NULL, fds[1], NULL, 65536 - got, 0);
+
+		if (n <= 0)
+			break;
+		EXPECT_EQ(n, read(fds[0], buf + got, n));
+		got += n;
+	}
+	close(fds[0]);
+	close(fds[1]);
+	EXPECT_EQ(65536, got);
+	for (i = 0; i < (int)got; i++)
+		if ((unsigned char)buf[i] != pat(0, i))
+			break;
+	EXPECT_EQ((int)got, i) TH_LOG("spliced byte %d differs", i);
+	while (got < sizeof(buf)) {
+		ssize_t n = recv(srv, buf, sizeof(buf) - got, MSG_WAITALL);
+
+		if (n <= 0)
+			break;
+		for (i = 0; i < n; i++)
+			if ((unsigned char)buf[i] != pat(0, got + i))
+				break;
+		EXPECT_EQ(n, i) TH_LOG("byte %llu differs", got + i);
+		got += n;
+	}
+	EXPECT_EQ(sizeof(buf), got);
+	/* The writer shut its side down: EOF. */
+	EXPECT_EQ(0, read(srv, buf, 1));
+	waitpid(w, &i, 0);
+	EXPECT_EQ(0, i);
+
+	/* The other way, through the other end's plain write(). */
+	EXPECT_EQ(0, write_pattern(srv, 1, 100000));
+	got = 0;
+	while (got < 100000) {
+		ssize_t n = read(cli, buf, sizeof(buf));
+
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	EXPECT_EQ(100000, got);
+	close(cli);
+	close(srv);
+}
+
+TEST(documented_errnos)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	socklen_t sl = sizeof(a);
+	int cli, srv, l, c, s, self;
+	char cmd[128];
+
+	/* ENOTCONN: not connected; a listener. */
+	s = sock_in("ZN_NS_A", SOCK_STREAM);
+	ASSERT_LE(0, s);
+	EXPECT_EQ(ENOTCONN, ulp(s));
+	close(s);
+
+	/* EEXIST: attached already. */
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	ASSERT_EQ(0, ulp(cli));
+	EXPECT_EQ(EEXIST, ulp(cli));
+	close(cli);
+	close(srv);
+
+	/* ENODEV: a connection that does not leave through a ZeroNIC port. */
+	self = in_ns("ZN_NS_A");
+	ASSERT_LE(0, self);
+	system("ip link set lo up 2>/dev/null");
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	ASSERT_EQ(0, bind(l, (void *)&a, sizeof(a)));
+	ASSERT_EQ(0, listen(l, 1));
+	ASSERT_EQ(0, getsockname(l, (void *)&a, &sl));
+	ASSERT_EQ(0, connect(c, (void *)&a, sizeof(a)));
+	s = accept(l, NULL, NULL);
+	EXPECT_EQ(ENODEV, ulp(c));
+	EXPECT_EQ(ENODEV, ulp(s));
+	close(s);
+	close(c);
+	close(l);
+
+	/* EAFNOSUPPORT: IPv6 (until issue 35). */
+	l = socket(AF_INET6, SOCK_STREAM, 0);
+	c = socket(AF_INET6, SOCK_STREAM, 0);
+	sl = sizeof(a6);
+	if (l >= 0 && !bind(l, (void *)&a6, sizeof(a6)) && !listen(l, 1) &&
+	    !getsockname(l, (void *)&a6, &sl) && !connect(c, (void *)&a6, sizeof(a6))) {
+		s = accept(l, NULL, NULL);
+		EXPECT_EQ(EAFNOSUPPORT, ulp(c));
+		close(s);
+	} else {
+		printf("# no IPv6 loopback here (%s): EAFNOSUPPORT not checked\n", strerror(errno));
+	}
+	close(c);
+	close(l);
+	back_ns(self);
+
+	/* EOPNOTSUPP: the port's header/data split is off. */
+	snprintf(cmd, sizeof(cmd), "ethtool -G %s tcp-data-split off", getenv("ZN_IF_A"));
+	ASSERT_EQ(0, in_side('a', cmd));
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	EXPECT_EQ(EOPNOTSUPP, ulp(cli));
+	EXPECT_EQ(0, ulp(srv)) TH_LOG("the other port's split is on");
+	snprintf(cmd, sizeof(cmd), "ethtool -G %s tcp-data-split on", getenv("ZN_IF_A"));
+	EXPECT_EQ(0, in_side('a', cmd));
+	/* Refused: the socket is as it was, and may be attached now. */
+	EXPECT_EQ(0, ulp(cli));
+	EXPECT_EQ(0, write_all(cli, 'x', 1000));
+	close(cli);
+	close(srv);
+}
+
+TEST(enomem_beyond_rlimit_memlock)
+{
+	struct rlimit rl = { .rlim_cur = 64 << 10, .rlim_max = 64 << 10 };
+	int cli, srv, st = -1;
+	pid_t pid;
+
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	pid = fork();
+	if (pid == 0) {
+		int err;
+
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY) ||
+		    setrlimit(RLIMIT_MEMLOCK, &rl))
+			_exit(2);
+		err = ulp(cli);
+		printf("# as uid %d with RLIMIT_MEMLOCK 64 KiB: %s\n", NOBODY, strerror(err));
+		_exit(err == ENOMEM ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, st);
+	/* Root (CAP_IPC_LOCK) may. */
+	EXPECT_EQ(0, ulp(cli));
+	close(cli);
+	close(srv);
+}
+
+TEST(enospc_beyond_the_users_mr_share)
+{
+	struct rlimit rl = { .rlim_cur = 64 << 20, .rlim_max = 64 << 20 };
+	int cli, srv, st = -1;
+	pid_t pid;
+
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	pid = fork();
+	if (pid == 0) {
+		static char page[4096] __attribute__((aligned(4096)));
+		struct zeronic_query q;
+		int zfd, err, n = 0;
+		__u64 key;
+
+		if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) || setgid(NOBODY) ||
+		    setuid(NOBODY))
+			_exit(2);
+		zfd = zopen();
+		if (zfd < 0 || query(zfd, &q))
+			_exit(3);
+		/* Every MR Table entry of the user's share (or the NIC's). */
+		while (n < 65536 && !(err = reg(zfd, page, sizeof(page), ZERONIC_ACCESS_LOCAL_WRITE, &key)))
+			n++;
+		err = err == ENOSPC ? ulp(cli) : -err;
+		printf("# as uid %d holding %d of %u MR Table entries: %s\n", NOBODY, n, q.mr_user_max,
+		       err > 0 ? strerror(err) : "registration stopped otherwise");
+		_exit(err == ENOSPC ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, st);
+	/* The regions went with the child's file: root may attach. */
+	EXPECT_EQ(0, ulp(cli));
+	close(cli);
+	close(srv);
+}
+
+TEST(one_percent_loss)
+{
+	char cmd[256];
+	int cli, srv;
+
+	ASSERT_NE(NULL, getenv("ZN_WIRE"));
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	ASSERT_EQ(0, ulp(cli));
+	ASSERT_EQ(0, ulp(srv));
+	snprintf(cmd, sizeof(cmd), "%s loss=1 >/dev/null", getenv("ZN_WIRE"));
+	ASSERT_EQ(0, system(cmd));
+	EXPECT_EQ(0, both_ways(cli, srv, 16ull << 20, 300));
+	snprintf(cmd, sizeof(cmd), "%s loss=0 >/dev/null", getenv("ZN_WIRE"));
+	EXPECT_EQ(0, system(cmd));
+	close(cli);
+	close(srv);
+}
+
+TEST_HARNESS_MAIN
