@@ -2,9 +2,10 @@
 /*
  * Socket semantics an application relies on, checked over TCP between the
  * two ports of the two-port topology (issue 34, deliverable 7): the same
- * program is to run once over plain TCP (the reference, `--mode plain`, the
- * only mode today) and once over sockets attached to the NIC, where the
- * kernel serves the socket's calls itself. Each case sets up its own
+ * program runs once over plain TCP (the reference, `--mode plain`) and once
+ * over sockets attached to the NIC (`--mode zeronic`: every end is attached
+ * with setsockopt(TCP_ULP, "zeronic") right after connect() or accept()),
+ * where the kernel serves the socket's calls itself. Each case sets up its own
  * connection(s): the listening/accepting end in namespace ZN_NS_B on
  * ZN_ADDR_B, the connecting end in ZN_NS_A (the variables zc_env.sh
  * exports; without them, loopback in the caller's namespace, for runs
@@ -45,8 +46,8 @@
  * reads or resets), that process makes its own connection: only the cases
  * about fork, vfork and exec hand a connection across them.
  *
- * Usage: sock_semantics [--mode plain] [kselftest harness options]
- * (or ZN_SOCK_MODE=plain). An unknown mode is an error.
+ * Usage: sock_semantics [--mode plain|zeronic] [kselftest harness options]
+ * (or ZN_SOCK_MODE=...). An unknown mode is an error.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -83,32 +84,38 @@ extern char **environ;
 
 enum sock_mode {
 	MODE_PLAIN,
-	/*
-	 * MODE_ZERONIC (future, issue 34): the same cases over sockets the
-	 * kernel attaches to the NIC. Not implemented: the attach does not
-	 * exist yet, and `--mode zeronic` is an error until it does.
-	 */
+	/* The same cases over sockets attached to the NIC (issue 34). */
+	MODE_ZERONIC,
 };
 
 static enum sock_mode mode = MODE_PLAIN;
 
 /*
  * Called on every connection end this program makes, right after connect()
- * or accept(). Plain TCP: nothing to do. The hook for the attached mode:
- * there it will be
- *
- *	setsockopt(fd, SOL_TCP, TCP_ULP, "zeronic", sizeof("zeronic"))
- *
- * (the kTLS convention of issue 34's deliverable 2), failing the case on an
- * error.
+ * or accept(). Plain TCP: nothing to do. Attached: setsockopt(TCP_ULP,
+ * "zeronic") (the kTLS convention, docs/uapi.md), and getsockopt(TCP_ULP)
+ * must read it back; an error fails the case.
  */
 static int sock_attach(int fd)
 {
+	char ulp[16] = "";
+	socklen_t len = sizeof(ulp);
+
 	switch (mode) {
 	case MODE_PLAIN:
 		return 0;
+	case MODE_ZERONIC:
+		if (setsockopt(fd, SOL_TCP, TCP_ULP, "zeronic", 7)) {
+			fprintf(stderr, "# setsockopt(TCP_ULP, zeronic): %s\n", strerror(errno));
+			return -1;
+		}
+		if (getsockopt(fd, SOL_TCP, TCP_ULP, ulp, &len) || strcmp(ulp, "zeronic")) {
+			fprintf(stderr, "# getsockopt(TCP_ULP) read '%s'\n", ulp);
+			errno = EPROTO;
+			return -1;
+		}
+		return 0;
 	}
-	(void)fd;
 	errno = EINVAL;
 	return -1;
 }
@@ -119,10 +126,11 @@ static int parse_mode(const char *m)
 		mode = MODE_PLAIN;
 		return 0;
 	}
-	fprintf(stderr,
-		"sock_semantics: unknown mode '%s': only 'plain' exists (an attached "
-		"mode waits for the kernel attach of issue 34)\n",
-		m);
+	if (!strcmp(m, "zeronic")) {
+		mode = MODE_ZERONIC;
+		return 0;
+	}
+	fprintf(stderr, "sock_semantics: unknown mode '%s' (plain or zeronic)\n", m);
 	return -1;
 }
 

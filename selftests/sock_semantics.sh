@@ -7,9 +7,8 @@
 # blocking write) between the two ports of the two-port topology, with the
 # network zc_env.sh sets up: listeners on side b, connecting ends on side a.
 #
-# ZN_SOCK_MODE: the transport, passed as --mode (default plain: Linux TCP,
-# the reference). Plain is the only mode today; the attached mode of
-# issue 34 will run the same cases over sockets the kernel attaches to
-# the NIC.
+# ZN_SOCK_MODE: the transport, passed as --mode: plain (the default:
+# Linux TCP, the reference) or zeronic (every end attached by
+# setsockopt(TCP_ULP), sock_semantics_zeronic.sh).
 . "$(dirname "$0")/zc_env.sh"
 exec "$(dirname "$0")/sock_semantics" --mode "${ZN_SOCK_MODE:-plain}"
