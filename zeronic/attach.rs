@@ -166,6 +166,46 @@ fn port_of(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32, u32)
     control::find_port(dev).ok_or(ENODEV)
 }
 
+/// The NIC flow of `sk`'s connection on `port`: receive stream offset 0 at
+/// sequence number `rx_isn`, receive mode `mode` (`FLOW_RX_*`) into `ring`
+/// (its MR key, offset and size; zeros in message mode).
+fn install_cmd(
+    sk: &Locked<'_, context::Process>,
+    port: u32,
+    rx_isn: u32,
+    mode: u16,
+    ring: (u64, u64, u32),
+) -> FlowInstall {
+    let tuple = sk.ipv4_tuple();
+    FlowInstall(CmdFlow {
+        // CAST: port < MAX_PORTS.
+        port: port as u16,
+        proto: u16::from(IPPROTO_TCP),
+        local_ip: u32::from(tuple.saddr),
+        remote_ip: u32::from(tuple.daddr),
+        local_port: tuple.sport,
+        remote_port: tuple.dport,
+        rx_isn,
+        mode,
+        ring_key: ring.0,
+        ring_offset: ring.1,
+        ring_size: ring.2,
+        stream_off: 0,
+        // The NIC reads each window TCP offers from the ACKs sent.
+        rx_wscale: u16::from(sk.rcv_wscale()),
+        ..Default::default()
+    })
+}
+
+/// The right edge of the window `sk` offered so far, as a stream offset
+/// from `rx_isn`: no ACK may repeat it before the peer sends into it. It is
+/// at or past `copied_seq`; a window TCP took back (the peer sent past it)
+/// reads as negative: 0.
+fn offered_edge(sk: &Locked<'_, context::Process>, rx_isn: u32) -> u64 {
+    // CAST: sequence numbers wrap; the difference is the point.
+    (sk.rcv_wnd_end().wrapping_sub(rx_isn) as i32).max(0) as u64
+}
+
 #[vtable]
 impl Ulp for ZnUlp {
     const NAME: &'static CStr = c"zeronic";
@@ -211,30 +251,15 @@ impl Ulp for ZnUlp {
             (RxTarget::Ring { offset, size }, Some(mr)) => (mr.shared().key, *offset, *size),
             _ => (0, 0, 0),
         };
-        let cmd = FlowInstall(CmdFlow {
-            // CAST: port < MAX_PORTS.
-            port: port as u16,
-            proto: u16::from(IPPROTO_TCP),
-            local_ip: u32::from(tuple.saddr),
-            remote_ip: u32::from(tuple.daddr),
-            local_port: tuple.sport,
-            remote_port: tuple.dport,
+        // CAST: checked to fit u32 by the ioctl.
+        let cmd = install_cmd(
+            sk,
+            port,
             rx_isn,
             mode,
-            ring_key,
-            ring_offset,
-            // CAST: checked to fit u32 by the ioctl.
-            ring_size: ring_size as u32,
-            stream_off: 0,
-            // The NIC reads each window TCP offers from the ACKs sent.
-            rx_wscale: u16::from(sk.rcv_wscale()),
-            ..Default::default()
-        });
-        // And the window offered so far, which no ACK may repeat before the
-        // peer sends into it. Its edge is at or past `copied_seq`; a window
-        // TCP took back (the peer sent past it) reads as negative: 0.
-        // CAST: sequence numbers wrap; the difference is the point.
-        let edge = (sk.rcv_wnd_end().wrapping_sub(rx_isn) as i32).max(0) as u64;
+            (ring_key, ring_offset, ring_size as u32),
+        );
+        let edge = offered_edge(sk, rx_isn);
         // The CQ entries of the flow's events: the work, checked after the
         // socket, its route and the ring (`docs/uapi.md`, the order of
         // FLOW_ATTACH's checks), so EAGAIN never hides why a socket cannot
@@ -293,8 +318,7 @@ impl Ulp for ZnUlp {
         let rx_isn = sk.copied_seq();
         // Sequence numbers wrap; the difference is the point.
         let held = u64::from(sk.rcv_nxt().wrapping_sub(rx_isn));
-        // CAST: as in `init`.
-        let edge = (sk.rcv_wnd_end().wrapping_sub(rx_isn) as i32).max(0) as u64;
+        let edge = offered_edge(sk, rx_isn);
         let kring = Mr::register_kernel(ctl.clone(), nic, RING_BYTES / PAGE_SIZE)?;
         let shared = kring.shared().ok_or(EIO)?.clone();
         let ring_use = MrUse::take(&shared);
@@ -303,24 +327,14 @@ impl Ulp for ZnUlp {
         let kring = DropInProcess::new(kring)?;
         // CAST: RING_BYTES fits u32 and u64.
         let ring_size = RING_BYTES as u64;
-        let cmd = FlowInstall(CmdFlow {
-            // CAST: port < MAX_PORTS.
-            port: port as u16,
-            proto: u16::from(IPPROTO_TCP),
-            local_ip: u32::from(tuple.saddr),
-            remote_ip: u32::from(tuple.daddr),
-            local_port: tuple.sport,
-            remote_port: tuple.dport,
+        // CAST: RING_BYTES fits u32.
+        let cmd = install_cmd(
+            sk,
+            port,
             rx_isn,
-            mode: FLOW_RX_RING,
-            ring_key: shared.key,
-            ring_offset: 0,
-            // CAST: RING_BYTES fits u32.
-            ring_size: RING_BYTES as u32,
-            stream_off: 0,
-            rx_wscale: u16::from(sk.rcv_wscale()),
-            ..Default::default()
-        });
+            FLOW_RX_RING,
+            (shared.key, 0, RING_BYTES as u32),
+        );
         // On failure the ring goes back before this returns (its charge
         // too, so that the caller may try again at once): the NIC flow is
         // removed first, then the region invalidated, then freed.

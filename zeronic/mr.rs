@@ -244,8 +244,28 @@ impl Mr {
         let ulen = usize::try_from(len).map_err(|_| E2BIG)?;
         let uid = current!().uid();
         control.take_share(uid)?;
+        Self::complete(control, nic, uid, |control, held| {
+            Self::register_pages(control, uid, uaddr, ulen, access, held)
+        })
+    }
+
+    /// Runs `register` for a registration whose MR Table share the caller
+    /// took for `uid`: counts the region on success; on failure gives the
+    /// share back, unless `register` set its `held` flag (the NIC may still
+    /// use the memory: a held registration keeps its share until it is
+    /// freed).
+    ///
+    /// # Errors
+    ///
+    /// - Those of `register`.
+    fn complete(
+        control: Arc<Control>,
+        nic: u32,
+        uid: kernel::task::Kuid,
+        register: impl FnOnce(&Control, &mut bool) -> Result<(u64, Region, Arc<MrShared>)>,
+    ) -> Result<Self> {
         let mut held = false;
-        match Self::register_pages(&control, uid, uaddr, ulen, access, &mut held) {
+        match register(&control, &mut held) {
             Ok((key, region, shared)) => {
                 control.mr_in_use.add(1, Relaxed);
                 control.pinned_pages.add(region.npages, Relaxed);
@@ -258,7 +278,6 @@ impl Mr {
                 })
             }
             Err(e) => {
-                // A held registration keeps its share until it is freed.
                 if !held {
                     control.put_share(uid);
                 }
@@ -430,36 +449,19 @@ impl Mr {
             let mapped = MappedPages::new(dev, pages, DataDirection::FromDevice)?;
             Ok(RegionPages::Kernel(mapped, charge))
         };
-        let mut held = false;
-        match Self::register_region(
-            &control,
-            uid,
-            map,
-            0,
-            ulen,
-            uapi::ACCESS_LOCAL_WRITE,
-            MR_ACCESS_LOCAL_WRITE,
-            refs,
-            &mut held,
-        ) {
-            Ok((key, region, shared)) => {
-                control.mr_in_use.add(1, Relaxed);
-                control.pinned_pages.add(region.npages, Relaxed);
-                Ok(Self {
-                    key,
-                    nic,
-                    control,
-                    region: Some(region),
-                    shared: Some(shared),
-                })
-            }
-            Err(e) => {
-                if !held {
-                    control.put_share(uid);
-                }
-                Err(e)
-            }
-        }
+        Self::complete(control, nic, uid, |control, held| {
+            Self::register_region(
+                control,
+                uid,
+                map,
+                0,
+                ulen,
+                uapi::ACCESS_LOCAL_WRITE,
+                MR_ACCESS_LOCAL_WRITE,
+                refs,
+                held,
+            )
+        })
     }
 
     /// Pages this region pins.
