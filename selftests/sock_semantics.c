@@ -77,6 +77,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "zc_lib.h"
 
 extern char **environ;
 
@@ -136,38 +137,6 @@ static int parse_mode(const char *m)
 
 /* ---- namespaces and connections ------------------------------------------ */
 
-/* Enters the namespace named by `env` (ZN_NS_A/ZN_NS_B); returns the fd of
- * the one left (0 if `env` is unset: nothing to do), -1 on error. */
-static int ns_enter(const char *env)
-{
-	const char *ns = getenv(env);
-	char path[128];
-	int fd, self, ret;
-
-	if (!ns || !*ns)
-		return 0;
-	snprintf(path, sizeof(path), "/run/netns/%s", ns);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	ret = setns(fd, CLONE_NEWNET);
-	close(fd);
-	if (ret) {
-		close(self);
-		return -1;
-	}
-	return self;
-}
-
-static void ns_leave(int self)
-{
-	if (self > 0) {
-		setns(self, CLONE_NEWNET);
-		close(self);
-	}
-}
-
 static const char *addr_b(void)
 {
 	const char *a = getenv("ZN_ADDR_B");
@@ -185,12 +154,12 @@ static int listener(int rcvbuf, int backlog, unsigned short *port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t sl = sizeof(a);
-	int self = ns_enter("ZN_NS_B"), l, one = 1;
+	int self = in_ns("ZN_NS_B"), l, one = 1;
 
 	if (self < 0)
 		return -1;
 	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ns_leave(self);
+	back_ns(self);
 	if (l < 0)
 		return -1;
 	inet_pton(AF_INET, addr_b(), &a.sin_addr);
@@ -210,7 +179,7 @@ static int listener(int rcvbuf, int backlog, unsigned short *port)
 static int dial(unsigned short port, int sndbuf)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int self = ns_enter("ZN_NS_A"), s;
+	int self = in_ns("ZN_NS_A"), s;
 
 	if (self < 0)
 		return -1;
@@ -224,7 +193,7 @@ static int dial(unsigned short port, int sndbuf)
 		close(s);
 		s = -1;
 	}
-	ns_leave(self);
+	back_ns(self);
 	return s;
 }
 
@@ -232,7 +201,7 @@ static int dial(unsigned short port, int sndbuf)
  * says. */
 static int take(int l)
 {
-	int self = ns_enter("ZN_NS_B"), s;
+	int self = in_ns("ZN_NS_B"), s;
 
 	if (self < 0)
 		return -1;
@@ -241,7 +210,7 @@ static int take(int l)
 		close(s);
 		s = -1;
 	}
-	ns_leave(self);
+	back_ns(self);
 	return s;
 }
 

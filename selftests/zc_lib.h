@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What the zero-copy selftests (zc_test.c, zc_security.c) share: opening
- * /dev/zeronic, entering the two ports' network namespaces (ZN_NS_A/B, from
- * zc_test.sh), a TCP connection over the ports, one-call wrappers of the
- * ioctls that return the errno (0 on success), and forged TCP segments from
- * a raw socket for the hostile-peer cases.
+ * What the zero-copy selftests (zc_test.c, zc_security.c, ...) and
+ * sock_semantics.c share: opening /dev/zeronic, entering the two ports'
+ * network namespaces (ZN_NS_A/B, from zc_env.sh), a TCP connection over the
+ * ports, one-call wrappers of the ioctls that return the errno (0 on
+ * success), and forged TCP segments from a raw socket for the hostile-peer
+ * cases.
  */
 #ifndef ZC_LIB_H
 #define ZC_LIB_H
@@ -34,6 +35,8 @@ static inline int zopen(void)
 	return open(ZERONIC_DEVICE_PATH, O_RDWR | O_CLOEXEC);
 }
 
+/* Enters the namespace named by `env`; returns the fd of the one left (0 if
+ * `env` is unset), -1 on error. back_ns() goes back. */
 static inline int in_ns(const char *env)
 {
 	char path[128];
@@ -49,7 +52,11 @@ static inline int in_ns(const char *env)
 	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	ret = setns(fd, CLONE_NEWNET);
 	close(fd);
-	return ret ? -1 : self;
+	if (ret) {
+		close(self);
+		return -1;
+	}
+	return self;
 }
 
 static inline void back_ns(int self)
