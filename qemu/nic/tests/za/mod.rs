@@ -155,20 +155,17 @@ impl Za {
 }
 
 pub fn fill(dev_off: u64, len: u64, seed: u64, stream_off: u64) -> [u8; 64] {
-    ZaCmdStream {
-        opcode: ZA_CMD_FILL,
-        dev_off,
-        len,
-        seed,
-        stream_off,
-        ..Default::default()
-    }
-    .encode()
+    seeded(ZA_CMD_FILL, dev_off, len, seed, stream_off)
 }
 
 pub fn verify(dev_off: u64, len: u64, seed: u64, stream_off: u64) -> [u8; 64] {
+    seeded(ZA_CMD_VERIFY, dev_off, len, seed, stream_off)
+}
+
+/// A FILL or VERIFY (`op`) of the seeded stream.
+fn seeded(op: u16, dev_off: u64, len: u64, seed: u64, stream_off: u64) -> [u8; 64] {
     ZaCmdStream {
-        opcode: ZA_CMD_VERIFY,
+        opcode: op,
         dev_off,
         len,
         seed,
