@@ -35,7 +35,8 @@ use kernel::{
 use crate::flow::{
     stream_off,
     Flow,
-    Phase, //
+    Phase,
+    RxTarget, //
 };
 
 impl Flow {
@@ -66,9 +67,12 @@ impl Flow {
             self.update_cursor(&mut inner);
         }
         // At most what was read, and at most the cursor (the NIC refuses a
-        // head beyond it; the cursor's command goes first).
+        // head beyond it; the cursor's command goes first). Moved once the
+        // reader is an eighth of the ring past it, not on every read: each
+        // move is a command (a doorbell and a completion), and the NIC
+        // keeps at least seven eighths of the ring as room meanwhile.
         let head = inner.rx_done.min(inner.nic_cursor);
-        if head > inner.ring_head {
+        if head >= inner.ring_head + self.head_step() {
             inner.ring_head = head;
             self.update_ring_head(&mut inner);
         }
@@ -77,6 +81,15 @@ impl Flow {
             // Nothing more comes: the NIC flow goes (the ring stays the
             // flow's until it is detached).
             self.end_nic_flow(&mut inner);
+        }
+    }
+
+    /// How far the reader gets past the ring's head before it moves.
+    fn head_step(&self) -> u64 {
+        match self.target {
+            RxTarget::Ring { size, .. } => (size / 8).max(1),
+            // Not a ring: nothing to batch.
+            _ => 1,
         }
     }
 }
