@@ -55,6 +55,11 @@ const TRANSPORTS: &[(&str, &str)] = &[
     ),
     ("zeronic-1m", "ZeroNIC offload, 1 MiB messages"),
     ("tcp", "Linux TCP over the ZeroNIC ports, 64 KiB writes"),
+    (
+        "zeronic-served",
+        "Linux TCP on sockets attached to the ZeroNIC by setsockopt(TCP_ULP, \"zeronic\") \
+         (zn-perf --mode served: plain read/write, the NIC places the payload), 64 KiB writes",
+    ),
     ("tcp-zerocopy", "Linux TCP, MSG_ZEROCOPY sender"),
     ("veth", "Linux TCP over a veth pair"),
     (
@@ -65,7 +70,10 @@ const TRANSPORTS: &[(&str, &str)] = &[
     ("siw", "soft-iWARP (siw) on the ports, perftest"),
 ];
 const LOSS_ROWS: &[&str] = &["zeronic", "zeronic-bbr", "tcp", "tcp-bbr", "rxe"];
-const SWEEPS: &[&str] = &["zeronic", "tcp"];
+const SWEEPS: &[&str] = &["zeronic", "tcp", SERVED];
+/// The attached socket served by TCP (issue 34), compared with `tcp` of
+/// the same run in the `served_*` keys and the served-vs-TCP sweep table.
+const SERVED: &str = "zeronic-served";
 
 fn mib(bps: f64) -> f64 {
     bps / 8.0 / (1u64 << 20) as f64
@@ -82,9 +90,13 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-/// One message size of a zn-perf sweep: (bytes, receiver's bits/s).
+/// A zn-perf sweep: per message size, the receiver's figures.
 struct Sweep {
+    /// (bytes, receiver's bits/s).
     points: Vec<(u64, f64)>,
+    /// Bytes -> the receiver's busy CPU-s per GiB (sizes without a figure
+    /// are absent).
+    cpu: BTreeMap<u64, f64>,
     /// T = L + S/B: (L in µs, B in bits/s, n½ in bytes).
     fit: Option<(f64, f64, f64)>,
 }
@@ -95,6 +107,7 @@ fn load_sweep(path: &Path) -> Result<Sweep> {
     let doc: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     let mut points = Vec::new();
+    let mut cpu = BTreeMap::new();
     for r in doc["results"].as_array().context("no results")? {
         let size = r["msg_size"].as_u64().context("no msg_size")?;
         // The receiver's figure: the server's (the client sends).
@@ -107,6 +120,9 @@ fn load_sweep(path: &Path) -> Result<Sweep> {
             .as_f64()
             .context("no bits_per_second")?;
         points.push((size, bps));
+        if let Some(c) = side["cpu"]["seconds_per_gib"].as_f64() {
+            cpu.insert(size, c);
+        }
     }
     let fit = doc["fit"].as_object().and_then(|o| {
         Some((
@@ -115,7 +131,7 @@ fn load_sweep(path: &Path) -> Result<Sweep> {
             o.get("half_bandwidth_bytes")?.as_f64()?,
         ))
     });
-    Ok(Sweep { points, fit })
+    Ok(Sweep { points, cpu, fit })
 }
 
 /// model_vs_memcpy=, the last such line of bench-model's output.
@@ -151,6 +167,10 @@ impl Data {
     }
     fn p50(&self, transport: &str) -> Option<f64> {
         self.ok("lat", transport, 0.0)?.lat_p50_us
+    }
+    /// The sweep fit's L (µs per message) of a transport.
+    fn fit_l(&self, transport: &str) -> Option<f64> {
+        self.sweeps.get(transport)?.fit.map(|f| f.0)
     }
     fn loss_bw(&self, transport: &str, loss: f64) -> Option<f64> {
         self.ok("loss", transport, loss)?.bits_per_second
@@ -273,6 +293,93 @@ fn sweep_table(d: &Data) -> String {
     s
 }
 
+/// One message size of the served-vs-TCP sweeps: the receiver's bits/s and
+/// CPU-s/GiB of each (None where a sweep lacks the size or the figure).
+struct ServedSize {
+    size: u64,
+    tcp_bps: Option<f64>,
+    served_bps: Option<f64>,
+    tcp_cpu: Option<f64>,
+    served_cpu: Option<f64>,
+}
+
+impl ServedSize {
+    /// Throughput, served / TCP (above 1: served is faster).
+    fn bw_ratio(&self) -> Option<f64> {
+        ratio(self.served_bps, self.tcp_bps)
+    }
+    /// CPU-s per GiB, served / TCP (below 1: served costs less).
+    fn cpu_ratio(&self) -> Option<f64> {
+        ratio(self.served_cpu, self.tcp_cpu)
+    }
+}
+
+/// Every size of the tcp and zeronic-served sweeps, in order.
+fn served_sizes(d: &Data) -> Vec<ServedSize> {
+    let (tcp, srv) = (d.sweeps.get("tcp"), d.sweeps.get(SERVED));
+    let bps = |w: Option<&Sweep>, size: u64| {
+        w.and_then(|w| w.points.iter().find(|p| p.0 == size).map(|p| p.1))
+    };
+    let cpu = |w: Option<&Sweep>, size: u64| w.and_then(|w| w.cpu.get(&size).copied());
+    let mut sizes: Vec<u64> = [tcp, srv]
+        .into_iter()
+        .flatten()
+        .flat_map(|w| w.points.iter().map(|p| p.0))
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+        .into_iter()
+        .map(|size| ServedSize {
+            size,
+            tcp_bps: bps(tcp, size),
+            served_bps: bps(srv, size),
+            tcp_cpu: cpu(tcp, size),
+            served_cpu: cpu(srv, size),
+        })
+        .collect()
+}
+
+/// The worst served/TCP ratio over every size of the sweeps (`worst` picks
+/// it: the lowest throughput ratio, the highest CPU ratio); None unless
+/// every size has one.
+fn served_sweep_worst(
+    d: &Data,
+    r: impl Fn(&ServedSize) -> Option<f64>,
+    worst: fn(f64, f64) -> f64,
+) -> Option<f64> {
+    let v: Option<Vec<f64>> = served_sizes(d).iter().map(r).collect();
+    v?.into_iter().reduce(worst)
+}
+
+/// The served-vs-TCP sweep, size by size (empty without either sweep).
+fn served_sweep_table(d: &Data) -> String {
+    let mut s = String::new();
+    let rows = served_sizes(d);
+    if rows.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "| message bytes | tcp MiB/s | served MiB/s | served/tcp | tcp CPU-s/GiB | served CPU-s/GiB | served/tcp CPU |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.size,
+            f(r.tcp_bps.map(mib), 1),
+            f(r.served_bps.map(mib), 1),
+            f(r.bw_ratio(), 3),
+            f(r.tcp_cpu, 2),
+            f(r.served_cpu, 2),
+            f(r.cpu_ratio(), 3)
+        );
+    }
+    s
+}
+
 fn loss_table(d: &Data) -> String {
     let mut s = String::new();
     let _ = write!(s, "| loss % |");
@@ -334,6 +441,25 @@ fn keys(d: &Data) -> Vec<(&'static str, Option<f64>)> {
         ("loss1_vs_loss0_tcp", l1("tcp")),
         ("loss1_vs_loss0_tcp_bbr", l1("tcp-bbr")),
         ("loss1_vs_loss0_rxe", l1("rxe")),
+        // The attached socket served by TCP against TCP, same run.
+        ("served_vs_tcp", ratio(d.bw(SERVED), d.bw("tcp"))),
+        ("served_cpu_vs_tcp", ratio(d.cpu(SERVED), d.cpu("tcp"))),
+        ("served_L_vs_tcp", ratio(d.fit_l(SERVED), d.fit_l("tcp"))),
+        ("served_rtt_p50_vs_tcp", ratio(d.p50(SERVED), d.p50("tcp"))),
+        (
+            "served_sweep_min_bw_vs_tcp",
+            served_sweep_worst(d, ServedSize::bw_ratio, f64::min),
+        ),
+        (
+            "served_sweep_max_cpu_vs_tcp",
+            served_sweep_worst(d, ServedSize::cpu_ratio, f64::max),
+        ),
+        (
+            "served_placed_share",
+            d.ok("main", SERVED, 0.0)
+                .and_then(|r| r.breakdown.get("zc_placed_share"))
+                .and_then(serde_json::Value::as_f64),
+        ),
     ]
 }
 
@@ -555,6 +681,7 @@ pub fn run(dir: &Path, font: &Path) -> Result<()> {
 
     let main_t = main_table(&d);
     let sweep_t = sweep_table(&d);
+    let served_t = served_sweep_table(&d);
     let loss_t = loss_table(&d);
     let keys = keys(&d);
 
@@ -604,6 +731,14 @@ pub fn run(dir: &Path, font: &Path) -> Result<()> {
         md,
         "## Message-size sweep\n\n{sweep_t}\n![sweep](sweep.png)\n"
     );
+    if !served_t.is_empty() {
+        let _ = writeln!(
+            md,
+            "### Served by TCP against TCP, per size\n\nThe attached socket (`{SERVED}`) \
+             over plain `tcp` of this run, the receiver's figures: throughput (above 1: \
+             served is faster) and CPU-s/GiB (below 1: served costs less).\n\n{served_t}"
+        );
+    }
     let _ = writeln!(md, "## Loss sweep\n\n{loss_t}\n![loss](loss.png)\n");
     let _ = writeln!(md, "## Figures\n\n```text");
     for (k, v) in &keys {
@@ -626,6 +761,10 @@ pub fn run(dir: &Path, font: &Path) -> Result<()> {
     }
     println!("\n== Message-size sweep (T = L + S/B) ==");
     print!("{sweep_t}");
+    if !served_t.is_empty() {
+        println!("\n== Served by TCP ({SERVED}) against tcp, per size ==");
+        print!("{served_t}");
+    }
     println!("\n== Loss sweep ==");
     print!("{loss_t}");
     println!(
@@ -699,6 +838,103 @@ mod tests {
         assert!(!b.contains("| tcp |"), "{b}");
     }
 
+    /// A sweep of (bytes, bits/s, CPU-s/GiB) points and a fit's L.
+    fn sweep(pts: &[(u64, f64, f64)], l_us: f64) -> Sweep {
+        Sweep {
+            points: pts.iter().map(|p| (p.0, p.1)).collect(),
+            cpu: pts.iter().map(|p| (p.0, p.2)).collect(),
+            fit: Some((l_us, 1e9, l_us * 1e3)),
+        }
+    }
+
+    const SERVED_RUN: &[&str] = &[
+        r#"{"section":"main","transport":"tcp","loss":0,"ok":true,"note":"","bits_per_second":2e8,"cpu_s_per_gib":40.0}"#,
+        r#"{"section":"main","transport":"zeronic-served","loss":0,"ok":true,"note":"","bits_per_second":3e8,"cpu_s_per_gib":20.0,"zc_placed_share":0.875}"#,
+        r#"{"section":"lat","transport":"tcp","loss":0,"ok":true,"note":"","lat_p50_us":400.0}"#,
+        r#"{"section":"lat","transport":"zeronic-served","loss":0,"ok":true,"note":"","lat_p50_us":300.0}"#,
+    ];
+
+    fn served_data() -> Data {
+        let mut d = data(SERVED_RUN);
+        d.sweeps.insert(
+            "tcp",
+            sweep(
+                &[(64, 1e6, 100.0), (4096, 5e7, 40.0), (1 << 20, 2e8, 40.0)],
+                10.0,
+            ),
+        );
+        d.sweeps.insert(
+            SERVED,
+            sweep(
+                &[(64, 9e5, 110.0), (4096, 1e8, 30.0), (1 << 20, 4e8, 20.0)],
+                12.0,
+            ),
+        );
+        d
+    }
+
+    #[test]
+    fn served_key_ratios() {
+        let d = served_data();
+        let k: BTreeMap<_, _> = keys(&d).into_iter().collect();
+        assert_eq!(k["served_vs_tcp"], Some(1.5));
+        assert_eq!(k["served_cpu_vs_tcp"], Some(0.5));
+        assert_eq!(k["served_L_vs_tcp"], Some(1.2));
+        assert_eq!(k["served_rtt_p50_vs_tcp"], Some(0.75));
+        // The worst size: 64 bytes, slower (0.9) and costlier (1.1).
+        assert_eq!(k["served_sweep_min_bw_vs_tcp"], Some(9e5 / 1e6));
+        assert_eq!(k["served_sweep_max_cpu_vs_tcp"], Some(110.0 / 100.0));
+        assert_eq!(k["served_placed_share"], Some(0.875));
+        // The zeronic keys are not made of the served rows.
+        assert_eq!(k["single_flow_zeronic_vs_tcp"], None);
+    }
+
+    #[test]
+    fn served_keys_unavailable_without_both_figures() {
+        let mut d = served_data();
+        // A failed served bulk run, no served latency row, no TCP fit.
+        d.recs[1].ok = false;
+        d.recs.remove(3);
+        d.sweeps.get_mut("tcp").unwrap().fit = None;
+        // A size the served sweep lacks: "at every size" cannot be said.
+        d.sweeps.get_mut("tcp").unwrap().points.push((8 << 20, 2e8));
+        let k: BTreeMap<_, _> = keys(&d).into_iter().collect();
+        for key in [
+            "served_vs_tcp",
+            "served_cpu_vs_tcp",
+            "served_L_vs_tcp",
+            "served_rtt_p50_vs_tcp",
+            "served_sweep_min_bw_vs_tcp",
+            "served_sweep_max_cpu_vs_tcp",
+            "served_placed_share",
+        ] {
+            assert_eq!(k[key], None, "{key}");
+        }
+    }
+
+    #[test]
+    fn served_sweep_table_per_size() {
+        let d = served_data();
+        let t = served_sweep_table(&d);
+        let rows: Vec<&str> = t.lines().collect();
+        assert_eq!(rows.len(), 2 + 3, "{t}");
+        // 4096 bytes: 5e7 and 1e8 bits/s are 5.96 and 11.92 MiB/s.
+        assert_eq!(
+            rows[3],
+            "| 4096 | 6.0 | 11.9 | 2.000 | 40.00 | 30.00 | 0.750 |"
+        );
+        assert_eq!(
+            rows[4],
+            "| 1048576 | 23.8 | 47.7 | 2.000 | 40.00 | 20.00 | 0.500 |"
+        );
+        let mut d = d;
+        d.sweeps.remove(SERVED);
+        let t = served_sweep_table(&d);
+        assert!(t.contains("| 64 | 0.1 | - | - | 100.00 | - | - |"), "{t}");
+        d.sweeps.clear();
+        assert_eq!(served_sweep_table(&d), "");
+    }
+
     #[test]
     fn sweep_of_a_zn_perf_document() {
         let dir = std::env::temp_dir().join(format!("zn-bench-report-{}", std::process::id()));
@@ -707,13 +943,15 @@ mod tests {
         std::fs::write(
             &p,
             r#"{"results":[
-                {"msg_size":1024,"local":{"role":"send","bits_per_second":1.0},"remote":{"role":"recv","bits_per_second":8e6}},
+                {"msg_size":1024,"local":{"role":"send","bits_per_second":1.0,"cpu":{"seconds_per_gib":9.0}},"remote":{"role":"recv","bits_per_second":8e6,"cpu":{"seconds_per_gib":3.5}}},
                 {"msg_size":2048,"local":{"role":"send","bits_per_second":1.0},"remote":{"role":"recv","bits_per_second":1.6e7}}],
               "fit":{"latency_us":1.0,"bits_per_second":2e7,"half_bandwidth_bytes":2.5,"points":2}}"#,
         )
         .unwrap();
         let s = load_sweep(&p).unwrap();
         assert_eq!(s.points, vec![(1024, 8e6), (2048, 1.6e7)]);
+        // The receiver's CPU figure, where it has one.
+        assert_eq!(s.cpu, BTreeMap::from([(1024, 3.5)]));
         assert_eq!(s.fit, Some((1.0, 2e7, 2.5)));
         std::fs::remove_dir_all(&dir).unwrap();
     }

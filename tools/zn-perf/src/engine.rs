@@ -125,6 +125,39 @@ fn set_so_zerocopy(sock: &TcpStream) -> Result<()> {
     Ok(())
 }
 
+/// The upper layer protocol name that attaches a socket to ZeroNIC
+/// (docs/uapi.md, "Attaching a socket by setsockopt").
+const ZERONIC_ULP: &[u8] = b"zeronic";
+
+/// `--mode served`: attaches an established data socket to the NIC by
+/// `setsockopt(SOL_TCP, TCP_ULP, "zeronic")`. Linux TCP keeps serving its
+/// read()/write(); the NIC places received payload. A refusal is an error
+/// naming the errno (there is no fallback to plain).
+fn attach_served(sock: &TcpStream, flow: usize) -> Result<()> {
+    setsockopt(sock, sockopt::TcpUlp::default(), &ZERONIC_ULP).map_err(|e| {
+        let peer = sock
+            .peer_addr()
+            .map_or_else(|_| "?".into(), |a| a.to_string());
+        anyhow::Error::new(e).context(format!(
+            "setsockopt TCP_ULP \"zeronic\" on data connection {flow} (peer {peer}){}",
+            served_hint(e)
+        ))
+    })
+}
+
+/// What a refusal of `TCP_ULP "zeronic"` usually means (docs/uapi.md's
+/// table of errors), for the error message.
+fn served_hint(e: Errno) -> &'static str {
+    match e {
+        Errno::ENOENT => ": no such ULP (is the zeronic module loaded?)",
+        Errno::ENODEV => ": the route does not leave through a port of a bound ZeroNIC",
+        Errno::EOPNOTSUPP => ": the port's tcp-data-split is off, or the socket cannot be served",
+        Errno::ENOMEM => ": RLIMIT_MEMLOCK too small for the 4 MiB ring, or out of memory",
+        Errno::ENOSPC => ": the MR Table share, the MR Table or the Flow Table is full",
+        _ => "",
+    }
+}
+
 /// Sets the data socket's congestion control (`TCP_CONGESTION`).
 fn set_congestion(sock: &TcpStream, algo: &str) -> Result<()> {
     setsockopt(sock, sockopt::TcpCongestion, &OsString::from(algo)).with_context(|| {
@@ -1529,7 +1562,9 @@ pub struct Prepared {
 }
 
 /// Sets up this end's flows over the connected sockets (flow i is
-/// `socks[i]`): attach and post receives for offload.
+/// `socks[i]`): attach and post receives for offload, attach by
+/// `TCP_ULP` for served (before anything else touches the sockets: no
+/// payload moves before the start signal).
 pub fn prepare(
     opts: &SideOpts,
     spec: &TestSpec,
@@ -1538,6 +1573,11 @@ pub fn prepare(
 ) -> Result<Prepared> {
     ensure!(!socks.is_empty(), "no connections");
     ensure!(spec.msg_size > 0, "message size 0");
+    if opts.mode == Mode::Served {
+        for (i, s) in socks.iter().enumerate() {
+            attach_served(s, i)?;
+        }
+    }
     let latency = spec.kind == Kind::Latency;
     if latency {
         ensure!(socks.len() == 1, "latency runs over one connection");
@@ -1553,8 +1593,8 @@ pub fn prepare(
     let congestion = congestion_of(&socks[0]);
     if opts.zerocopy {
         ensure!(
-            opts.mode == Mode::Plain,
-            "--zerocopy is for the plain path (an offloaded sender never copies)"
+            opts.mode.is_socket_io(),
+            "--zerocopy is for the plain and served paths (an offloaded sender never copies)"
         );
         ensure!(!latency, "--zerocopy is for bandwidth tests");
         for s in &socks {
@@ -1563,10 +1603,11 @@ pub fn prepare(
     }
     let threads = (opts.threads.max(1) as usize).min(socks.len());
     let work = match opts.mode {
-        Mode::Plain if latency => {
+        // Served: the plain path itself, on the attached sockets.
+        Mode::Plain | Mode::Served if latency => {
             Work::Lat(Conn::Plain(socks.into_iter().next().context("no socket")?))
         }
-        Mode::Plain => {
+        Mode::Plain | Mode::Served => {
             let mut workers: Vec<PlainWorker> = (0..threads)
                 .map(|_| PlainWorker { flows: Vec::new() })
                 .collect();
@@ -2027,6 +2068,31 @@ mod tests {
         let lat = spec(Kind::Latency, false);
         let e = prepare(&o, &lat, Role::Ping, c).err().expect("refused");
         assert!(format!("{e:#}").contains("bandwidth"), "{e:#}");
+    }
+
+    /// Served over loopback: never a ZeroNIC route (ENODEV where the
+    /// module is loaded, ENOENT where the ULP is unknown), so the attach is
+    /// refused, and the error says which call, which flow and the errno;
+    /// nothing falls back to plain.
+    #[test]
+    fn served_refusal_names_the_errno() {
+        let (c, _s) = pairs(2);
+        let mut o = opts("client");
+        o.mode = Mode::Served;
+        let e = prepare(&o, &spec(Kind::Bandwidth, false), Role::Send, c)
+            .err()
+            .expect("refused");
+        let m = format!("{e:#}");
+        assert!(
+            m.contains("setsockopt TCP_ULP \"zeronic\" on data connection 0"),
+            "{m}"
+        );
+        assert!(m.contains("ENODEV") || m.contains("ENOENT"), "{m}");
+        assert_eq!(
+            served_hint(Errno::ENODEV),
+            ": the route does not leave through a port of a bound ZeroNIC"
+        );
+        assert_eq!(served_hint(Errno::EINVAL), "");
     }
 
     /// Both ends send and receive at once over each flow (--bidir).

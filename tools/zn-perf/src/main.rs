@@ -2,7 +2,7 @@
 //! over plain sockets, from the same binary, so that one run compares them.
 //!
 //! ```text
-//! zn-perf server [-p PORT] [-B ADDR] [--once] [--mode plain|offload] [--rx message|stream] [--json]
+//! zn-perf server [-p PORT] [-B ADDR] [--once] [--mode plain|offload|served] [--rx message|stream] [--json]
 //! zn-perf client HOST [-p PORT] [--mode ...] [--rx ...] [-P FLOWS] [-s SIZE | -a]
 //!                [-t SECS | -n BYTES] [--verify [--hash xxh64|sha256]] [-R | --bidir] [--latency [-i ITERS]] [--json]
 //! zn-perf query [--nic N] [--json]
@@ -10,8 +10,12 @@
 //! ```
 //!
 //! Each end chooses its own data path (`--mode`, `--rx`), so an offloaded
-//! end can face a plain one; the client chooses the test and sends it to the
-//! server over a control connection (`proto.rs`). Output: a table
+//! end can face a plain one. `--mode served` is the plain path (read() and
+//! write(), the same code) on data sockets attached to the NIC by
+//! `setsockopt(SOL_TCP, TCP_ULP, "zeronic")` once they are connected or
+//! accepted, before any payload moves (docs/uapi.md); a refused attach is
+//! an error naming the errno, never a fallback to plain. The client
+//! chooses the test and sends it to the server over a control connection (`proto.rs`). Output: a table
 //! (perftest-style columns) or, with `--json`, one JSON document
 //! (`report::Document`). See `tools/zn-perf/README.md`.
 
@@ -420,6 +424,7 @@ fn describe(spec: &TestSpec, end: &EndArgs) -> String {
     let mode = match end.mode {
         Mode::Plain => "plain".to_string(),
         Mode::Offload => format!("offload (rx {:?})", end.rx).to_lowercase(),
+        Mode::Served => "served (TCP_ULP zeronic)".to_string(),
     };
     let amount = match (spec.kind, spec.bytes, spec.duration) {
         (Kind::Latency, _, _) => format!("{} iterations", spec.iters),
@@ -649,6 +654,7 @@ fn server(a: &ServerArgs) -> Result<ExitCode> {
         match a.end.mode {
             Mode::Plain => "plain".to_string(),
             Mode::Offload => format!("offload, rx {:?}", a.end.rx).to_lowercase(),
+            Mode::Served => "served, TCP_ULP zeronic".to_string(),
         }
     );
     let opts = a.end.side("server");
@@ -877,6 +883,73 @@ mod tests {
         assert!(Cli::try_parse_from(["zn-perf", "client", "h", "-t", "1", "-n", "1M"]).is_err());
         let c = Cli::try_parse_from(["zn-perf", "server", "-1", "--mode", "offload"]).unwrap();
         assert!(matches!(c.cmd, Cmd::Server(ServerArgs { once: true, .. })));
+    }
+
+    #[test]
+    fn cli_parses_served() {
+        let c = Cli::try_parse_from([
+            "zn-perf",
+            "client",
+            "10.90.0.2",
+            "--mode",
+            "served",
+            "-a",
+            "--size-min",
+            "64",
+            "--size-max",
+            "8M",
+            "-t",
+            "1",
+            "--json",
+        ])
+        .unwrap();
+        let Cmd::Client(a) = c.cmd else {
+            panic!("not a client")
+        };
+        assert_eq!(a.end.mode, Mode::Served);
+        assert!(a.all && a.end.json);
+        assert_eq!((a.size_min, a.size_max, a.time), (64, 8 << 20, Some(1.0)));
+        assert_eq!(a.end.side("client").mode, Mode::Served);
+        let c = Cli::try_parse_from(["zn-perf", "server", "--once", "--mode", "served"]).unwrap();
+        let Cmd::Server(s) = c.cmd else {
+            panic!("not a server")
+        };
+        assert_eq!(s.end.mode, Mode::Served);
+        let c = Cli::try_parse_from([
+            "zn-perf",
+            "client",
+            "h",
+            "--mode",
+            "served",
+            "--latency",
+            "-i",
+            "100",
+        ])
+        .unwrap();
+        let Cmd::Client(a) = c.cmd else {
+            panic!("not a client")
+        };
+        assert!(a.latency && a.end.mode == Mode::Served);
+        assert!(describe(
+            &TestSpec {
+                kind: Kind::Latency,
+                msg_size: 64,
+                flows: 1,
+                bytes: None,
+                duration: None,
+                verify: false,
+                hash: stream::Hash::Xxh64,
+                seed: 1,
+                reverse: false,
+                iters: 100,
+                warmup: 10,
+                bidir: false,
+                sent_digests: None,
+            },
+            &a.end
+        )
+        .contains("client served"));
+        assert!(Cli::try_parse_from(["zn-perf", "client", "h", "--mode", "serve"]).is_err());
     }
 
     /// A whole client/server run over loopback in plain mode (what can run

@@ -15,6 +15,18 @@ pub enum Mode {
     Plain,
     /// The socket attached to the NIC (FLOW_ATTACH): zero-copy sends and receives.
     Offload,
+    /// The plain path on a socket attached by `setsockopt(SOL_TCP, TCP_ULP,
+    /// "zeronic")` (docs/uapi.md, "Attaching a socket by setsockopt"): the
+    /// same read()/write(), served by Linux TCP, with received payload placed
+    /// by the NIC into a kernel ring that TCP's skbs reference.
+    Served,
+}
+
+impl Mode {
+    /// The data moves by read()/write() on the socket (plain or served).
+    pub fn is_socket_io(self) -> bool {
+        matches!(self, Mode::Plain | Mode::Served)
+    }
 }
 
 /// Receive mode of an offloaded end.
@@ -389,6 +401,8 @@ fn mode_label(r: &SideResult) -> String {
         (Mode::Offload, None) => "offload".into(),
         (Mode::Plain, _) if r.zerocopy => "plain/zerocopy".into(),
         (Mode::Plain, _) => "plain".into(),
+        (Mode::Served, _) if r.zerocopy => "served/zerocopy".into(),
+        (Mode::Served, _) => "served".into(),
     }
 }
 
@@ -672,5 +686,25 @@ mod tests {
         let mut l = side(Role::Ping, Mode::Plain);
         l.latency = Some(LatencyReport::default());
         assert_eq!(lat_header().len(), lat_row(64, &l).len());
+    }
+
+    /// A served end says so in the JSON document (`"mode": "served"`, no
+    /// receive mode) and in the table.
+    #[test]
+    fn served_mode_is_reported() {
+        let s = side(Role::Recv, Mode::Served);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["mode"], "served");
+        assert_eq!(v["rx_mode"], serde_json::Value::Null);
+        let back: SideResult = serde_json::from_value(v).unwrap();
+        assert_eq!(back.mode, Mode::Served);
+        let r = bw_row(65536, "local", &s);
+        assert_eq!(bw_header().len(), r.len());
+        assert!(r.contains(" served "), "{r}");
+        let mut z = side(Role::Send, Mode::Served);
+        z.zerocopy = true;
+        assert!(bw_row(65536, "remote", &z).contains("served/zerocopy"));
+        assert!(Mode::Served.is_socket_io() && Mode::Plain.is_socket_io());
+        assert!(!Mode::Offload.is_socket_io());
     }
 }
