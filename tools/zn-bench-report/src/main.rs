@@ -90,23 +90,6 @@ enum Cmd {
         round: String,
         busy_us: String,
     },
-    /// One socat run through the shim: "MiB/s CPU-s/GiB zc_sends
-    /// staged_sends" from both ends' shim stats, the bytes, the wall
-    /// clock and /proc/stat's busy jiffies before and after.
-    ShimRun {
-        tx_stats: PathBuf,
-        rx_stats: PathBuf,
-        bytes: String,
-        t0: String,
-        t1: String,
-        busy0: String,
-        busy1: String,
-    },
-    /// The shim part's threshold table (OUT/shim.txt) from its rounds file.
-    ShimTable {
-        rounds: PathBuf,
-        default_threshold: String,
-    },
     /// The shim part's applications table (OUT/shim-apps.txt).
     ShimAppsTable { runs: PathBuf },
     /// The prof part's table, "Where the time goes" (OUT/prof.txt), of the
@@ -148,23 +131,6 @@ fn guest(cmd: Cmd) -> Result<String> {
             round,
             busy_us,
         } => zn_perf::busy_row(&zn_perf::load(&json)?, &round, &busy_us)?,
-        Cmd::ShimRun {
-            tx_stats,
-            rx_stats,
-            bytes,
-            t0,
-            t1,
-            busy0,
-            busy1,
-        } => shim::run(
-            &read(&tx_stats)?,
-            &read(&rx_stats)?,
-            [&bytes, &t0, &t1, &busy0, &busy1],
-        )?,
-        Cmd::ShimTable {
-            rounds,
-            default_threshold,
-        } => shim::table(&read(&rounds)?, &default_threshold)?,
         Cmd::ShimAppsTable { runs } => shim_apps::table(&read(&runs)?)?,
         Cmd::ProfTable { out, names } => prof::table(&out, &names)?,
         Cmd::IcountCpu { json } => zn_perf::icount_cpu(&zn_perf::load(&json)?)?,

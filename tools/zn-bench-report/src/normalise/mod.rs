@@ -7,7 +7,6 @@ pub mod breakdown;
 pub mod icount;
 pub mod perftest;
 pub mod prof;
-pub mod shim;
 pub mod shim_apps;
 pub mod zn_perf;
 
