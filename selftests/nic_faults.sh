@@ -159,8 +159,9 @@ load() {
 }
 
 # refused_loads: with the module unloaded, a load with cmd_timeout_ms 0 or
-# just outside its bounds fails with EINVAL and a log line naming the value
-# (0 must not silently mean "give up at once" or "never"). The module's
+# just outside its bounds, or with ring_kib not a power of two or outside
+# its bounds, fails with EINVAL and a log line naming the value (0 must not
+# silently mean "give up at once" or "never"). The module's
 # KUnit suites are skipped at the loads from here to the one that restores
 # the default timeout (zn_kunit_skip), which runs them.
 refused_loads() {
@@ -179,6 +180,20 @@ refused_loads() {
 		zn_log_since "$m" | grep -q "zeronic: cmd_timeout_ms=$v: must be $CMD_TIMEOUT_MS_MIN to $CMD_TIMEOUT_MS_MAX (ms)" ||
 			{ echo "no log line for cmd_timeout_ms=$v:"; zn_log_since "$m"; return 1; }
 		! zn_loaded || { echo "module loaded after insmod cmd_timeout_ms=$v"; return 1; }
+	done
+	# ring_kib: a power of two from 64 to 65536 (KiB of an attached
+	# socket's receive ring).
+	for v in 0 32 100 131072; do
+		m=$(zn_log_mark)
+		if out=$(insmod "$ZN_KO" ring_kib="$v" 2>&1); then
+			echo "insmod ring_kib=$v succeeded"
+			return 1
+		fi
+		grep -qE 'Invalid (parameters|argument)' <<<"$out" ||
+			{ echo "insmod ring_kib=$v: '$out', want EINVAL"; return 1; }
+		zn_log_since "$m" | grep -q "zeronic: ring_kib=$v: must be a power of two from 64 to 65536" ||
+			{ echo "no log line for ring_kib=$v:"; zn_log_since "$m"; return 1; }
+		! zn_loaded || { echo "module loaded after insmod ring_kib=$v"; return 1; }
 	done
 }
 
@@ -233,7 +248,7 @@ zn_case_here "fatal: unbind + bind, the identity line again, zn_net_setup" rebin
 zn_case_here "after fatal: carrier up, pings both ways, a registration works" recovered
 
 # --- dead NIC -----------------------------------------------------------------
-zn_case_here "unload; loads with cmd_timeout_ms 0, $((CMD_TIMEOUT_MS_MIN - 1)) and $((CMD_TIMEOUT_MS_MAX + 1)) fail with EINVAL, logged" refused_loads
+zn_case_here "unload; loads with cmd_timeout_ms 0, $((CMD_TIMEOUT_MS_MIN - 1)) and $((CMD_TIMEOUT_MS_MAX + 1)), ring_kib 0, 32, 100 and 131072 fail with EINVAL, logged" refused_loads
 zn_case_here "load with cmd_timeout_ms=$CMD_TIMEOUT_MS: the NIC binds, the ports are set up" \
 	load cmd_timeout_ms="$CMD_TIMEOUT_MS"
 # A process holds two regions (1 MiB, 256 pages) on the NIC before it dies.

@@ -46,7 +46,7 @@ SECS=${ZN_SHIM_SECS:-3}
 PERF=$ZN_ROOT/target/release/zn-perf
 
 zn_load
-zn_net_start 12
+zn_net_start 13
 
 [ -e "$SHIM" ] || ktap_exit_fail_msg "no $SHIM (cargo build --release --workspace)"
 
@@ -343,8 +343,8 @@ sendfile_case() {
 shim_case sendfile "sendfile (offsets, *offset, file position, EOF, non-blocking) over attached sockets, SHA-256" sendfile_case
 
 # An attach the kernel refuses leaves the connection as it was: a client
-# without CAP_IPC_LOCK whose memlock limit (1 MiB) is below the 4 MiB
-# ring gets ENOMEM (counted as memlock), and its transfer still completes
+# without CAP_IPC_LOCK whose memlock limit (512 KiB) is below the ring
+# (4 MiB, the module's ring_kib) gets ENOMEM (counted as memlock), and its transfer still completes
 # over plain TCP, byte-exact.
 memlock_case() {
 	local spid out ZN_PFX t=$ZN_ROOT/selftests/zn_shim_torture.py
@@ -353,7 +353,7 @@ memlock_case() {
 		>"$TMPD/memlock.srv" 2>&1 &
 	spid=$!
 	zn_wait_listen b 5521 "$spid" || { kill "$spid"; return 1; }
-	out=$(zn_in a setpriv --bounding-set=-ipc_lock prlimit --memlock=$((1 << 20)) -- \
+	out=$(zn_in a setpriv --bounding-set=-ipc_lock prlimit --memlock=$((512 << 10)) -- \
 		env LD_PRELOAD="$SHIM" ZN_SHIM_STATS="$TMPD/memlock.stats" ZN_SHIM_LOG="$TMPD/memlock.log" \
 		timeout -k 5 60 python3 -c '
 import os, socket, sys
@@ -379,7 +379,7 @@ socket.create_connection((addr, port)).sendall(b"quit\n")
 		{ echo "client: expected both connections refused with ENOMEM: $(cat "$TMPD/memlock.stats")"; return 1; }
 	[ "$(shimstat "$TMPD/memlock-srv.stats" attached)" = 2 ] || { echo "server: $(cat "$TMPD/memlock-srv.stats")"; return 1; }
 }
-shim_case memlock "an attach refused (ENOMEM, memlock 1 MiB) is counted and the 4 MiB echo still completes over plain TCP" memlock_case
+shim_case memlock "an attach refused (ENOMEM, memlock 512 KiB) is counted and the 4 MiB echo still completes over plain TCP" memlock_case
 
 # Fallbacks: loopback connections pass through, counted as not over a
 # ZeroNIC port (ENODEV).

@@ -15,7 +15,7 @@
 //! **Served sockets.** A process may also attach its own socket with
 //! `setsockopt(fd, SOL_TCP, TCP_ULP, "zeronic", 7)` ([`ZnUlp::init_by_user`],
 //! patch 0039). The flow then receives into a ring of pages the driver
-//! allocates ([`Mr::register_kernel`], [`RING_BYTES`]) and the socket is served
+//! allocates ([`Mr::register_kernel`], [`ring_bytes`]) and the socket is served
 //! by TCP's own code: the receipt skbs stay in TCP's queue, `sk_data_ready`
 //! wakes readers, `recvmsg()` is TCP's, and after it (and whenever TCP calls
 //! the ULP back) the flow moves the ring's head to what the application read
@@ -97,11 +97,43 @@ use crate::{
     uapi,
 };
 
-/// The receive ring of a socket its process attached (`TCP_ULP`): 4 MiB,
-/// about TCP's largest receive window under the default `tcp_rmem`, so that
-/// what the peer may send fits the ring (what does not is delivered whole on
-/// the normal path: copied, never lost).
-pub(crate) const RING_BYTES: usize = 4 << 20;
+/// The receive ring of a socket its process attached (`TCP_ULP`): the
+/// `ring_kib` module parameter, which [`check_params`] kept
+/// a power of two within [`RING_KIB_MIN`]..=[`RING_KIB_MAX`] at load
+/// (clamped again here). What does not fit the ring's room is delivered
+/// whole on the normal path: copied, never lost.
+pub(crate) fn ring_bytes() -> usize {
+    let kib = crate::module_parameters::ring_kib
+        .value()
+        .clamp(RING_KIB_MIN, RING_KIB_MAX);
+    // CAST: at most RING_KIB_MAX KiB, 64 MiB.
+    (kib.next_power_of_two() as usize) << 10
+}
+
+/// Bounds of the `ring_kib` module parameter: at least 16 pages, at most
+/// what one MR covers comfortably.
+pub(crate) const RING_KIB_MIN: u32 = 64;
+pub(crate) const RING_KIB_MAX: u32 = 64 << 10;
+
+/// Checks the module parameter this file reads, at load.
+///
+/// # Errors
+///
+/// `EINVAL`, with a log line, unless `ring_kib` is a power of two within
+/// [`RING_KIB_MIN`]..=[`RING_KIB_MAX`].
+pub(crate) fn check_params() -> Result {
+    let kib = crate::module_parameters::ring_kib.value();
+    if !kib.is_power_of_two() || !(RING_KIB_MIN..=RING_KIB_MAX).contains(&kib) {
+        pr_err!(
+            "ring_kib={}: must be a power of two from {} to {}\n",
+            kib,
+            RING_KIB_MIN,
+            RING_KIB_MAX
+        );
+        return Err(EINVAL);
+    }
+    Ok(())
+}
 
 /// The ULP's operation tables.
 pub(crate) static ULP_OPS: UlpOps<ZnUlp> = UlpOps::new();
@@ -319,21 +351,22 @@ impl Ulp for ZnUlp {
         // Sequence numbers wrap; the difference is the point.
         let held = u64::from(sk.rcv_nxt().wrapping_sub(rx_isn));
         let edge = offered_edge(sk, rx_isn);
-        let kring = Mr::register_kernel(ctl.clone(), nic, RING_BYTES / PAGE_SIZE)?;
+        let ring_bytes = ring_bytes();
+        let kring = Mr::register_kernel(ctl.clone(), nic, ring_bytes / PAGE_SIZE)?;
         let shared = kring.shared().ok_or(EIO)?.clone();
         let ring_use = MrUse::take(&shared);
         // Dropped (invalidated, then freed) in process context, whatever
         // context lets go of the flow last.
         let kring = DropInProcess::new(kring)?;
-        // CAST: RING_BYTES fits u32 and u64.
-        let ring_size = RING_BYTES as u64;
-        // CAST: RING_BYTES fits u32.
+        // CAST: at most 64 MiB, which fits u32 and u64.
+        let ring_size = ring_bytes as u64;
+        // CAST: at most 64 MiB.
         let cmd = install_cmd(
             sk,
             port,
             rx_isn,
             FLOW_RX_RING,
-            (shared.key, 0, RING_BYTES as u32),
+            (shared.key, 0, ring_bytes as u32),
         );
         // On failure the ring goes back before this returns (its charge
         // too, so that the caller may try again at once): the NIC flow is

@@ -61,6 +61,10 @@ module! {
             default: 10000,
             description: "ms the NIC may complete no command while one is waited for, then it is broken (100..600000; docs/driver.md)",
         },
+        ring_kib: u32 {
+            default: 4096,
+            description: "KiB of the receive ring of a socket attached by setsockopt(TCP_ULP) (a power of two, 64..65536; docs/uapi.md)",
+        },
         tx_batch: u32 {
             default: 1,
             description: "0: ring the TX doorbell for every descriptor instead of once per xmit_more batch (docs/performance.md)",
@@ -93,6 +97,7 @@ impl kernel::InPlaceModule for ZeroNic {
         try_pin_init!(Self {
             _: {
                 control::check_params()?;
+                attach::check_params()?;
             },
             ulp: kernel::net::tcp::ulp::Registration::register(&attach::ULP_OPS)?,
             control <- cdev::register(),
