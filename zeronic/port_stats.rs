@@ -73,13 +73,14 @@ const ZC: [&CStr; 5] = [
 ];
 
 /// `(ethtool name, counter)` of the driver's per-queue counters shown.
-const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 30] = [
+const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 31] = [
     (c"rx0_packets", |s| &s.rx_packets),
     (c"rx0_bytes", |s| &s.rx_bytes),
     (c"rx0_alloc_fail", |s| &s.rx_dropped),
     (c"rx0_csum_unnecessary", |s| &s.rx_csum_unnecessary),
     (c"rx0_csum_none", |s| &s.rx_csum_none),
     (c"rx0_csum_bad", |s| &s.rx_csum_bad),
+    (c"rx0_hdr_stale", |s| &s.rx_hdr_stale),
     (c"tx0_packets", |s| &s.tx_packets),
     (c"tx0_bytes", |s| &s.tx_bytes),
     (c"tx0_errors", |s| &s.tx_errors),

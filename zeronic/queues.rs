@@ -172,6 +172,10 @@ pub(crate) struct Stats {
     /// Frames lost because no skb could be allocated (qstats `alloc-fail`).
     pub(crate) rx_dropped: Atomic<u64>,
     pub(crate) rx_errors: Atomic<u64>,
+    /// Header-queue entries of a flow the driver no longer has: the NIC
+    /// wrote them before it removed the flow, NAPI read them after (a
+    /// close races the traffic). Dropped; not an error.
+    pub(crate) rx_hdr_stale: Atomic<u64>,
     /// Frames delivered `CHECKSUM_UNNECESSARY` (TCP, verified by the NIC).
     pub(crate) rx_csum_unnecessary: Atomic<u64>,
     /// Frames delivered `CHECKSUM_NONE`.
@@ -333,6 +337,7 @@ impl Stats {
             rx_bytes: Atomic::new(0),
             rx_dropped: Atomic::new(0),
             rx_errors: Atomic::new(0),
+            rx_hdr_stale: Atomic::new(0),
             rx_csum_unnecessary: Atomic::new(0),
             rx_csum_none: Atomic::new(0),
             rx_csum_bad: Atomic::new(0),
@@ -1076,6 +1081,7 @@ impl Queues {
                     bump(&self.stats.rx_packets, packets);
                     bump(&self.stats.rx_bytes, bytes);
                 }
+                Err(e) if e == ENOENT => bump(&self.stats.rx_hdr_stale, 1),
                 Err(e) => {
                     kernel::pr_warn_once!("port {}: header entry dropped: {:?}\n", self.port, e);
                     bump(&self.stats.rx_errors, 1)
