@@ -681,6 +681,41 @@ fn tx_queue_pairs_complete_on_their_own_queues_and_count() {
     assert_eq!(qstat(&tb.drv[0], 0, 2, QSTAT_TX_PACKETS), 1);
 }
 
+#[test]
+fn reset_returns_to_one_queue_pair_without_rules() {
+    let (mut tb, _) = receiver(4);
+    set_rss(
+        &mut tb,
+        RSS_CTRL_ENABLE | RSS_CTRL_HASH,
+        &[3; 128],
+        &[9; 40],
+    );
+    let c = tb.cmd(1, rule(0, 0, RULE_ACT_DROP, 0).encode());
+    assert_eq!(c.status, ST_OK);
+    tb.bring_up(1); // resets the device
+    let b = port_block(0);
+    let bar = tb.drv[1].bar.clone();
+    assert_eq!(bar.r32(b + PORT_NUM_QP), 1);
+    assert_eq!(bar.r32(b + PORT_RSS_CTRL), 0);
+    assert_eq!(
+        bar.r32(b + PORT_RSS_KEY),
+        u32::from_le_bytes([0x6d, 0x5a, 0x56, 0xda])
+    );
+    assert_eq!(bar.r32(b + PORT_RSS_TABLE), 0);
+    assert_eq!(bar.r32(qp_queues(0, 1) + QP_RXQ + Q_STATUS), 0);
+    assert_eq!(bar.r64(qp_block(0, 1) + QP_STATS + 8 * QSTAT_RX_PACKETS), 0);
+    tb.drv[1].post_rx(0, 8);
+    deliver(&mut tb, &[tcp(tuple(5), 1)]);
+    let got = tb.drv[1].reap_rx(0);
+    assert_eq!(got.len(), 1, "the drop rule is gone");
+    assert_eq!((got[0].0.rss_hash, got[0].0.rss_type), (0, RSS_TYPE_NONE));
+    let c = CmdRule {
+        opcode: CMD_RULE_CLEAR,
+        ..rule(0, 0, 0, 0)
+    };
+    assert_eq!(tb.cmd(1, c.encode()).status, ST_NOT_FOUND);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 
