@@ -20,6 +20,10 @@ pub const CMD_FLOW_UPDATE: u16 = 5;
 pub const CMD_FLOW_REMOVE: u16 = 6;
 /// Command: post a memory segment to a flow's MS List ([`CmdMsPost`]); result = its start stream offset.
 pub const CMD_MS_POST: u16 = 7;
+/// Command: write an n-tuple rule of a port ([`CmdRule`]); result = the rule's index.
+pub const CMD_RULE_SET: u16 = 8;
+/// Command: clear n-tuple rule `index` of a port ([`CmdRule`], `port` and `index` used).
+pub const CMD_RULE_CLEAR: u16 = 9;
 
 /// MR right: the NIC may DMA-read the region (TX merge payload).
 pub const MR_ACCESS_LOCAL_READ: u32 = 1 << 0;
@@ -127,6 +131,15 @@ pub const FLOWU_CURSOR: u16 = 1 << 1;
 /// it. The driver gives the edge TCP advertised before the flow was
 /// installed; later edges the NIC reads from the ACKs the host sends.
 pub const FLOWU_EDGE: u16 = 1 << 2;
+/// CMD_FLOW_UPDATE flag, alone: make `stream_off` (< `MAX_QP`) the flow's
+/// notify queue pair. Entries before the change are published on the old
+/// queue pair when the command completes.
+pub const FLOWU_QUEUE: u16 = 1 << 3;
+/// CMD_FLOW_INSTALL flag: the flow's notify queue pair is in the flags'
+/// bits from `FLOW_QUEUE_SHIFT` on (< `MAX_QP`); without it, queue pair 0.
+pub const FLOWI_QUEUE: u16 = 1 << 0;
+/// Shift of the notify queue pair in a CMD_FLOW_INSTALL's flags.
+pub const FLOW_QUEUE_SHIFT: u32 = 8;
 /// Largest `rx_wscale` (RFC 7323).
 pub const FLOW_MAX_WSCALE: u16 = 14;
 
@@ -140,7 +153,9 @@ le_struct! {
     pub struct CmdFlow(64) {
         /// CMD_FLOW_*.
         pub opcode: u16,
-        /// UPDATE: `FLOWU_*`; otherwise 0.
+        /// INSTALL: `FLOWI_QUEUE` with the notify queue pair at
+        /// `FLOW_QUEUE_SHIFT` (other bits ignored). UPDATE: `FLOWU_*`.
+        /// Otherwise 0.
         pub flags: u16,
         /// Echoed.
         pub cookie: u32,
@@ -165,8 +180,8 @@ le_struct! {
         /// INSTALL with FLOW_RX_RING: ring start inside the MR.
         pub ring_offset: u64,
         /// INSTALL with FLOW_RX_RING: window head (= initial cursor).
-        /// UPDATE: new ring head (FLOWU_RING_HEAD), cursor (FLOWU_CURSOR) or
-        /// receive window edge (FLOWU_EDGE).
+        /// UPDATE: new ring head (FLOWU_RING_HEAD), cursor (FLOWU_CURSOR),
+        /// receive window edge (FLOWU_EDGE) or notify queue pair (FLOWU_QUEUE).
         pub stream_off: u64,
         /// INSTALL with FLOW_RX_RING: ring bytes (nonzero).
         pub ring_size: u32,
@@ -175,6 +190,61 @@ le_struct! {
         /// INSTALL: the shift of the receive window in the ACKs the host
         /// sends (0 to `FLOW_MAX_WSCALE`).
         pub rx_wscale: u16,
+    }
+}
+
+/// N-tuple rule action: deliver matching frames to queue pair `queue`.
+pub const RULE_ACT_QUEUE: u16 = 1;
+/// N-tuple rule action: drop matching frames (`PSTAT_RX_RULE_DROP`).
+pub const RULE_ACT_DROP: u16 = 2;
+/// CMD_RULE_SET index: the NIC takes the lowest free rule (`ST_NO_SPACE` if none).
+pub const RULE_INDEX_ANY: u16 = 0xffff;
+
+le_struct! {
+    /// CMD_RULE_SET / CMD_RULE_CLEAR: an n-tuple steering rule of a port.
+    /// A frame matches if every field equals the frame's under its mask
+    /// (addresses and ports numeric, as in [`CmdFlow`]).
+    pub struct CmdRule(64) {
+        /// CMD_RULE_*.
+        pub opcode: u16,
+        /// 0.
+        pub flags: u16,
+        /// Echoed.
+        pub cookie: u32,
+        /// Port the rule filters.
+        pub port: u16,
+        /// Rule index (< NTUPLE_RULES; SET: or RULE_INDEX_ANY); lower indices match first.
+        pub index: u16,
+        /// SET: `RULE_ACT_*`.
+        pub action: u16,
+        /// SET with RULE_ACT_QUEUE: queue pair (< MAX_QP).
+        pub queue: u16,
+        /// SET: IPv4 source address.
+        pub src_ip: u32,
+        /// SET: mask of `src_ip` (0: any).
+        pub src_ip_mask: u32,
+        /// SET: IPv4 destination address.
+        pub dst_ip: u32,
+        /// SET: mask of `dst_ip` (0: any).
+        pub dst_ip_mask: u32,
+        /// SET: TCP/UDP source port.
+        pub src_port: u16,
+        /// SET: mask of `src_port` (0: any; nonzero: only unfragmented TCP/UDP match).
+        pub src_port_mask: u16,
+        /// SET: TCP/UDP destination port.
+        pub dst_port: u16,
+        /// SET: mask of `dst_port` (0: any; nonzero: only unfragmented TCP/UDP match).
+        pub dst_port_mask: u16,
+        /// SET: IP protocol to match (0: any).
+        pub proto: u16,
+        /// Reserved, 0.
+        pub rsvd0: u16,
+        /// Reserved, 0.
+        pub rsvd1: u32,
+        /// Reserved, 0.
+        pub rsvd2: u64,
+        /// Reserved, 0.
+        pub rsvd3: u64,
     }
 }
 
@@ -347,6 +417,35 @@ macro_rules! layout_command {
 
 layout_command!(CmdMrReg, CMD_MR_REG, u64, "The region's MR key.");
 layout_command!(CmdMrInval, CMD_MR_INVAL, ());
+layout_command!(CmdRule, CMD_RULE_SET, u64, "The rule's index.");
+
+/// CMD_RULE_CLEAR of rule `index` of port `port`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RuleClear {
+    /// Port.
+    pub port: u16,
+    /// Rule index.
+    pub index: u16,
+}
+
+impl Command for RuleClear {
+    const OPCODE: u16 = CMD_RULE_CLEAR;
+    type Output = ();
+
+    fn entry(&self) -> CmdEntry {
+        CmdEntry(
+            CmdRule {
+                opcode: Self::OPCODE,
+                port: self.port,
+                index: self.index,
+                ..Default::default()
+            }
+            .encode(),
+        )
+    }
+
+    fn output(_: &CmdCompletion) {}
+}
 layout_command!(
     CmdMsPost,
     CMD_MS_POST,

@@ -101,12 +101,25 @@ le_struct! {
         pub flags: u16,
         /// With RXF_FLOW: the flow index.
         pub flow: u32,
+        /// With `RSS_CTRL_HASH`: the frame's RSS hash (0 for `RSS_TYPE_NONE`).
+        pub rss_hash: u32,
+        /// With `RSS_CTRL_HASH`: what `rss_hash` covers, `RSS_TYPE_*`.
+        pub rss_type: u16,
         /// Reserved, 0.
-        pub rsvd0: u64,
+        pub rsvd0: u16,
         /// Reserved, 0.
         pub rsvd1: u64,
     }
 }
+
+/// RSS hash type: no hash (not IPv4, 802.1Q-tagged, or hash reporting off).
+pub const RSS_TYPE_NONE: u16 = 0;
+/// RSS hash type: IPv4/TCP 4-tuple (source and destination address, source
+/// and destination port).
+pub const RSS_TYPE_TCP4: u16 = 1;
+/// RSS hash type: IPv4 addresses only (source, destination): IPv4 that is
+/// not TCP, and every IPv4 fragment.
+pub const RSS_TYPE_IPV4: u16 = 2;
 
 /// Header queue slot size; the packet header bytes follow the metadata.
 pub const HDRQ_ENTRY_SIZE: usize = 256;

@@ -44,7 +44,7 @@ pub const ZN_MAGIC: u32 = 0x4349_4e5a;
 /// Major version; a driver refuses a different major.
 pub const ZN_VERSION_MAJOR: u32 = 2;
 /// Minor version; additions only.
-pub const ZN_VERSION_MINOR: u32 = 1;
+pub const ZN_VERSION_MINOR: u32 = 2;
 /// `REG_VERSION` value: `major << 16 | minor`.
 pub const ZN_VERSION: u32 = (ZN_VERSION_MAJOR << 16) | ZN_VERSION_MINOR;
 /// Size of BAR2 (the ivshmem shared-memory object), bytes.
@@ -67,6 +67,9 @@ pub const CAP_RX_COALESCE: u32 = 1 << 5;
 pub const CAP_RX_RING: u32 = 1 << 6;
 /// TCP segmentation of plain frames (`TX_OP_PLAIN` with `TXF_TSO`, version 2.1).
 pub const CAP_PLAIN_TSO: u32 = 1 << 7;
+/// Several queue pairs per port, RSS, n-tuple rules and per-flow notify
+/// queues (version 2.2).
+pub const CAP_MULTI_QUEUE: u32 = 1 << 8;
 /// All capabilities of this version.
 pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_TX_MERGE
@@ -75,7 +78,8 @@ pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_RX_CSUM
     | CAP_RX_COALESCE
     | CAP_RX_RING
-    | CAP_PLAIN_TSO;
+    | CAP_PLAIN_TSO
+    | CAP_MULTI_QUEUE;
 
 // ---- capacities (also readable from BAR2) ----
 /// Ports per guest in the largest topology.
@@ -115,10 +119,20 @@ pub const MS_PER_FLOW: u32 = 256;
 pub const FLOW_MAX_OOO: u32 = 32;
 /// Largest ring (entries, a power of two).
 pub const MAX_RING: u32 = 4_096;
-/// MSI-X vectors the NIC raises: 1 async + 2 per port.
+/// MSI-X vectors the NIC raises for queue pair 0 of every port: 1 async + 2 per port.
 pub const NUM_VECTORS: u32 = 1 + 2 * MAX_PORTS;
-/// Vector slots in the vector-control table.
-pub const MAX_VECTORS: u32 = 16;
+/// Vector slots in the vector-control table (16 before version 2.2).
+pub const MAX_VECTORS: u32 = 32;
+/// Queue pairs per port (version 2.2); queue pair 0 is the port's own
+/// queues, 1.. have blocks at `qp_block`.
+pub const MAX_QP: u32 = 8;
+/// MSI-X vectors that give every queue pair of two ports its vector:
+/// `1 + MAX_PORTS * (MAX_QP + 1)`.
+pub const MQ_VECTORS: u32 = 1 + MAX_PORTS * (MAX_QP + 1);
+/// Entries of a port's RSS indirection table.
+pub const RSS_TABLE_SIZE: u32 = 128;
+/// N-tuple steering rules per port.
+pub const NTUPLE_RULES: u32 = 16;
 /// Default RX coalescing limit (payload bytes per header-queue entry):
 /// 65535 - 20 (IPv4 header) - 60 (largest TCP header), so a coalesced entry's
 /// rebuilt IPv4 total length fits 16 bits.
@@ -156,6 +170,11 @@ pub const REG_BAR2_SIZE: usize = 0x02c;
 pub const REG_DMA_WINDOW_MB: usize = 0x030;
 /// ro u32: `MR_MAX_EXTENTS`.
 pub const REG_MR_MAX_EXTENTS: usize = 0x034;
+/// ro u32: queue pairs per port the device serves (1..=MAX_QP): as many as
+/// the MSI-X vectors of the ivshmem device give a vector each.
+pub const REG_MAX_QP: usize = 0x038;
+/// ro u32: `NTUPLE_RULES`.
+pub const REG_NTUPLE_RULES: usize = 0x03c;
 /// rw u32: device control, `DEV_CTRL_*`.
 pub const REG_DEV_CTRL: usize = 0x040;
 /// ro u32: device status, `DEV_STATUS_*`.
@@ -259,6 +278,28 @@ pub const fn vec_tx(port: u32) -> u32 {
     2 + 2 * port
 }
 
+/// Vector of RX completions and header-queue entries of queue pair `qp` of
+/// port `port` on a device of `nports` ports: `vec_rx(port)` for queue
+/// pair 0, else `1 + 2 * nports + (qp - 1) * nports + port` (one vector per
+/// queue pair, shared with its TX completions).
+pub const fn vec_qp_rx(nports: u32, port: u32, qp: u32) -> u32 {
+    if qp == 0 {
+        vec_rx(port)
+    } else {
+        (1 + 2 * nports + port).saturating_add((qp - 1).saturating_mul(nports))
+    }
+}
+
+/// Vector of TX completions of queue pair `qp` of port `port`: `vec_tx(port)`
+/// for queue pair 0, else the queue pair's one vector (`vec_qp_rx`).
+pub const fn vec_qp_tx(nports: u32, port: u32, qp: u32) -> u32 {
+    if qp == 0 {
+        vec_tx(port)
+    } else {
+        vec_qp_rx(nports, port, qp)
+    }
+}
+
 /// Offset of the block of vector `v`.
 pub const fn vec_block(v: u32) -> usize {
     REG_VECTORS + v as usize * VEC_BLOCK_SIZE
@@ -282,6 +323,13 @@ pub const PORT_MAC_HI: usize = 0x00c;
 pub const PORT_COALESCE_BYTES: usize = 0x010;
 /// Port block: ro u32 link status, 1 = up (a peer port is wired).
 pub const PORT_LINK: usize = 0x014;
+/// Port block: rw u32 active queue pairs, 1..=REG_MAX_QP (0 reads back as 1,
+/// more is clamped; the model writes the value it uses back).
+pub const PORT_NUM_QP: usize = 0x018;
+/// Port block: rw u32 RSS control, `RSS_CTRL_*`.
+pub const PORT_RSS_CTRL: usize = 0x01c;
+/// Port block: queue pair 0's five queue blocks (`PORT_TXQ` = `PORT_QUEUES + QP_TXQ`, ...).
+pub const PORT_QUEUES: usize = 0x100;
 /// Port block: TX queue (driver -> NIC).
 pub const PORT_TXQ: usize = 0x100;
 /// Port block: TX completion queue (NIC -> driver).
@@ -292,17 +340,96 @@ pub const PORT_RXQ: usize = 0x140;
 pub const PORT_RXCQ: usize = 0x160;
 /// Port block: header queue of offloaded flows (NIC -> driver).
 pub const PORT_HDRQ: usize = 0x180;
+/// Port block: rw RSS key, `RSS_KEY_LEN` bytes, key byte i at byte offset i
+/// (accessed as 32-bit words).
+pub const PORT_RSS_KEY: usize = 0x200;
+/// Port block: rw RSS indirection table, `RSS_TABLE_SIZE` one-byte entries
+/// (queue pair numbers), entry i at byte offset i (accessed as 32-bit words).
+pub const PORT_RSS_TABLE: usize = 0x240;
 /// Port block: ro u64 array of statistics, index `PSTAT_*`.
 pub const PORT_STATS: usize = 0x400;
 /// Port statistics slots.
 pub const PSTAT_SLOTS: usize = 64;
 /// PORT_CTRL: port enabled (MTU and MAC latched).
 pub const PORT_CTRL_ENABLE: u32 = 1 << 0;
+/// PORT_RSS_CTRL: steer normal-path frames by hash and indirection table.
+pub const RSS_CTRL_ENABLE: u32 = 1 << 0;
+/// PORT_RSS_CTRL: report the hash in RX completions (`rss_hash`, `rss_type`).
+pub const RSS_CTRL_HASH: u32 = 1 << 1;
 
 /// Offset of port `port`'s block.
 pub const fn port_block(port: u32) -> usize {
     REG_PORTS + port as usize * PORT_STRIDE
 }
+
+// ---- queue pairs (version 2.2) ----
+/// First queue-pair block: queue pair `qp` of port `port` at `qp_block(port, qp)`.
+pub const REG_QPAIRS: usize = 0x2000;
+/// Distance between two ports' queue-pair blocks.
+pub const QP_PORT_STRIDE: usize = 0x1000;
+/// Size of one queue-pair block.
+pub const QP_STRIDE: usize = 0x200;
+/// Queue-pair block (qp >= 1): TX queue (driver -> NIC).
+pub const QP_TXQ: usize = 0x000;
+/// Queue-pair block (qp >= 1): TX completion queue (NIC -> driver).
+pub const QP_TXCQ: usize = 0x020;
+/// Queue-pair block (qp >= 1): RX buffer queue (driver -> NIC).
+pub const QP_RXQ: usize = 0x040;
+/// Queue-pair block (qp >= 1): RX completion queue (NIC -> driver).
+pub const QP_RXCQ: usize = 0x060;
+/// Queue-pair block (qp >= 1): header queue of offloaded flows (NIC -> driver).
+pub const QP_HDRQ: usize = 0x080;
+/// Queue-pair block (every qp, 0 included): ro u64 array of statistics, index `QSTAT_*`.
+pub const QP_STATS: usize = 0x100;
+/// Queue-pair statistics slots.
+pub const QSTAT_SLOTS: usize = 16;
+
+/// Offset of the block of queue pair `qp` of port `port`.
+pub const fn qp_block(port: u32, qp: u32) -> usize {
+    REG_QPAIRS + port as usize * QP_PORT_STRIDE + qp as usize * QP_STRIDE
+}
+
+/// Where queue pair `qp` of port `port` has its five queue blocks: the
+/// TX queue's at the returned offset + `QP_TXQ`, and so on to `QP_HDRQ`.
+/// Queue pair 0's are the port block's (`PORT_QUEUES`), the others' their
+/// queue-pair block's.
+pub const fn qp_queues(port: u32, qp: u32) -> usize {
+    if qp == 0 {
+        port_block(port) + PORT_QUEUES
+    } else {
+        qp_block(port, qp)
+    }
+}
+
+const _: () = assert!(PORT_TXQ == PORT_QUEUES + QP_TXQ);
+const _: () = assert!(PORT_TXCQ == PORT_QUEUES + QP_TXCQ);
+const _: () = assert!(PORT_RXQ == PORT_QUEUES + QP_RXQ);
+const _: () = assert!(PORT_RXCQ == PORT_QUEUES + QP_RXCQ);
+const _: () = assert!(PORT_HDRQ == PORT_QUEUES + QP_HDRQ);
+const _: () = assert!(port_block(MAX_PORTS) <= REG_QPAIRS);
+const _: () = assert!(qp_block(MAX_PORTS, 0) <= BAR2_SIZE);
+const _: () = assert!(vec_block(MAX_VECTORS) <= REG_PORTS);
+const _: () = assert!(MQ_VECTORS <= MAX_VECTORS);
+const _: () = assert!(PORT_RSS_TABLE + RSS_TABLE_SIZE as usize <= PORT_STATS);
+
+// ---- per-queue-pair statistics (u64 slots at qp_block + QP_STATS + 8 * index) ----
+/// Frames written into this queue pair's RX buffers (completions with ST_OK).
+pub const QSTAT_RX_PACKETS: usize = 0;
+/// Bytes of those frames.
+pub const QSTAT_RX_BYTES: usize = 1;
+/// Packets of offloaded flows reported in this queue pair's header queue.
+pub const QSTAT_RX_HDR_PACKETS: usize = 2;
+/// Frames steered to this queue pair and dropped: no RX buffer, RX
+/// completion queue full, or header queue full.
+pub const QSTAT_RX_DROPS: usize = 3;
+/// Frames put on the wire from this queue pair's TX descriptors.
+pub const QSTAT_TX_PACKETS: usize = 4;
+/// Bytes of those frames.
+pub const QSTAT_TX_BYTES: usize = 5;
+/// TSO sends (`TXF_TSO` descriptors) of this queue pair whose frames were built.
+pub const QSTAT_TX_LSO_PACKETS: usize = 6;
+/// Bytes of the frames those TSO sends put on the wire.
+pub const QSTAT_TX_LSO_BYTES: usize = 7;
 
 // ---- per-port statistics (u64 slots at PORT_STATS + 8 * index) ----
 /// Frames put on the wire.
@@ -364,3 +491,8 @@ pub const PSTAT_RX_OOO_FULL: usize = 26;
 /// the receive window the host advertised, or without ACK, or with SYN or
 /// RST) (delivered by the normal path).
 pub const PSTAT_RX_UNACCEPTABLE: usize = 27;
+/// Frames dropped by an n-tuple rule (`RULE_ACT_DROP`).
+pub const PSTAT_RX_RULE_DROP: usize = 28;
+/// Frames that a rule, the indirection table or a flow's notify queue sent
+/// to a queue pair at or past `PORT_NUM_QP`, delivered to queue pair 0.
+pub const PSTAT_RX_BAD_QUEUE: usize = 29;

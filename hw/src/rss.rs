@@ -1,8 +1,8 @@
 //! Receive-side scaling: the Toeplitz hash over a packet's addresses and
 //! ports that picks its RX queue, as Microsoft's RSS specification and
 //! Linux's software hash (`toeplitz.c` of the kernel's `drivers/net/hw`
-//! selftests) define it. The first piece of the NIC's multi-queue RX
-//! (issue 35); no unit of the model uses it yet. `core` only, no panics.
+//! selftests) define it: the hash of the NIC's receive steering
+//! (docs/hardware.md §14, issue 35). `core` only, no panics.
 //!
 //! The input is the source address, the destination address, then (for
 //! TCP) the source and destination ports, all in network byte order.

@@ -64,3 +64,9 @@ pub const QK_EVQ: u32 = 10;
 pub const fn qid(port: u32, kind: u32) -> u32 {
     (port << 8) | kind
 }
+
+/// Queue id of a queue of queue pair `qp` of port `port`:
+/// `port << 8 | qp << 4 | kind` (`qid(port, kind)` for queue pair 0).
+pub const fn qp_qid(port: u32, qp: u32, kind: u32) -> u32 {
+    (port << 8) | (qp << 4) | kind
+}

@@ -3,7 +3,7 @@
 //! constant of the layout files must be documented.
 
 use std::collections::BTreeMap;
-use zeronic_hw::{cmd, desc, regs, status};
+use zeronic_hw::{cmd, desc, regs, rss, status};
 
 #[macro_use]
 mod doc_tables;
@@ -38,6 +38,7 @@ fn code_constants() -> BTreeMap<String, u64> {
         CAP_RX_COALESCE,
         CAP_RX_RING,
         CAP_PLAIN_TSO,
+        CAP_MULTI_QUEUE,
         ZN_CAPS,
         MAX_PORTS,
         MAX_MTU,
@@ -57,6 +58,10 @@ fn code_constants() -> BTreeMap<String, u64> {
         MAX_RING,
         NUM_VECTORS,
         MAX_VECTORS,
+        MAX_QP,
+        MQ_VECTORS,
+        RSS_TABLE_SIZE,
+        NTUPLE_RULES,
         DEFAULT_COALESCE_BYTES,
         IPV4_MAX_TOT_LEN,
         REG_MAGIC,
@@ -73,6 +78,8 @@ fn code_constants() -> BTreeMap<String, u64> {
         REG_BAR2_SIZE,
         REG_DMA_WINDOW_MB,
         REG_MR_MAX_EXTENTS,
+        REG_MAX_QP,
+        REG_NTUPLE_RULES,
         REG_DEV_CTRL,
         REG_DEV_STATUS,
         REG_FATAL_CODE,
@@ -124,6 +131,11 @@ fn code_constants() -> BTreeMap<String, u64> {
         PORT_MAC_HI,
         PORT_COALESCE_BYTES,
         PORT_LINK,
+        PORT_NUM_QP,
+        PORT_RSS_CTRL,
+        PORT_QUEUES,
+        PORT_RSS_KEY,
+        PORT_RSS_TABLE,
         PORT_TXQ,
         PORT_TXCQ,
         PORT_RXQ,
@@ -132,6 +144,26 @@ fn code_constants() -> BTreeMap<String, u64> {
         PORT_STATS,
         PSTAT_SLOTS,
         PORT_CTRL_ENABLE,
+        RSS_CTRL_ENABLE,
+        RSS_CTRL_HASH,
+        REG_QPAIRS,
+        QP_PORT_STRIDE,
+        QP_STRIDE,
+        QP_TXQ,
+        QP_TXCQ,
+        QP_RXQ,
+        QP_RXCQ,
+        QP_HDRQ,
+        QP_STATS,
+        QSTAT_SLOTS,
+        QSTAT_RX_PACKETS,
+        QSTAT_RX_BYTES,
+        QSTAT_RX_HDR_PACKETS,
+        QSTAT_RX_DROPS,
+        QSTAT_TX_PACKETS,
+        QSTAT_TX_BYTES,
+        QSTAT_TX_LSO_PACKETS,
+        QSTAT_TX_LSO_BYTES,
         PSTAT_TX_FRAMES,
         PSTAT_TX_BYTES,
         PSTAT_TX_ERRORS,
@@ -160,6 +192,8 @@ fn code_constants() -> BTreeMap<String, u64> {
         PSTAT_RX_OOO_FRAMES,
         PSTAT_RX_OOO_FULL,
         PSTAT_RX_UNACCEPTABLE,
+        PSTAT_RX_RULE_DROP,
+        PSTAT_RX_BAD_QUEUE,
     );
     consts!(m, status:
         ST_OK,
@@ -200,6 +234,9 @@ fn code_constants() -> BTreeMap<String, u64> {
         RXF_CSUM_OK,
         RXF_FLOW,
         RXF_CSUM_BAD,
+        RSS_TYPE_NONE,
+        RSS_TYPE_TCP4,
+        RSS_TYPE_IPV4,
         HDRQ_ENTRY_SIZE,
         HDRQ_HDR_OFFSET,
         HDRQ_HDR_MAX,
@@ -216,6 +253,8 @@ fn code_constants() -> BTreeMap<String, u64> {
         CMD_FLOW_UPDATE,
         CMD_FLOW_REMOVE,
         CMD_MS_POST,
+        CMD_RULE_SET,
+        CMD_RULE_CLEAR,
         MR_ACCESS_LOCAL_READ,
         MR_ACCESS_LOCAL_WRITE,
         MR_ACCESS_ALL,
@@ -226,11 +265,18 @@ fn code_constants() -> BTreeMap<String, u64> {
         FLOWU_RING_HEAD,
         FLOWU_CURSOR,
         FLOWU_EDGE,
+        FLOWU_QUEUE,
+        FLOWI_QUEUE,
+        FLOW_QUEUE_SHIFT,
         FLOW_MAX_WSCALE,
         IPPROTO_TCP,
         MS_DIR_RECV,
         MS_DIR_SEND,
+        RULE_ACT_QUEUE,
+        RULE_ACT_DROP,
+        RULE_INDEX_ANY,
     );
+    consts!(m, rss: RSS_KEY_LEN);
     m
 }
 
@@ -262,6 +308,8 @@ fn code_layouts() -> Vec<(String, usize, Fields)> {
             status,
             flags,
             flow,
+            rss_hash,
+            rss_type,
             rsvd0,
             rsvd1
         ),
@@ -349,6 +397,29 @@ fn code_layouts() -> Vec<(String, usize, Fields)> {
             rsvd2,
             rsvd3
         ),
+        layout!(
+            cmd::CmdRule,
+            opcode,
+            flags,
+            cookie,
+            port,
+            index,
+            action,
+            queue,
+            src_ip,
+            src_ip_mask,
+            dst_ip,
+            dst_ip_mask,
+            src_port,
+            src_port_mask,
+            dst_port,
+            dst_port_mask,
+            proto,
+            rsvd0,
+            rsvd1,
+            rsvd2,
+            rsvd3
+        ),
         layout!(cmd::CmdCompletion, cookie, opcode, status, result),
     ]
 }
@@ -360,6 +431,25 @@ fn spec_constants_match_code() {
         &code_constants(),
         &source_constants(&["regs", "status", "desc", "cmd"]),
     );
+}
+
+/// §14 names the default RSS key byte for byte: it is `rss::RSS_KEY_DEFAULT`,
+/// and `rss.rs`'s only constant besides it, `RSS_KEY_LEN`, is documented.
+#[test]
+fn spec_default_rss_key_is_the_code_s() {
+    let doc = doc("hardware.md");
+    let (_, rest) = doc
+        .split_once("`rss::RSS_KEY_DEFAULT`:\n`")
+        .expect("the default key in §14");
+    let hex = rest.split('`').next().expect("closing backquote");
+    let key: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    assert_eq!(key, rss::RSS_KEY_DEFAULT);
+    let src = source_constants(&["rss"]);
+    assert_eq!(src, ["RSS_KEY_LEN", "RSS_KEY_DEFAULT"]);
+    assert!(doc_constants(&doc).contains_key("RSS_KEY_LEN"));
 }
 
 #[test]

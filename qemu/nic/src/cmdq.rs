@@ -44,7 +44,7 @@ impl Device {
                     if hdr.opcode == CMD_MR_REG {
                         pages += CmdMrReg::decode(&b).npages.min(MR_MAX_PAGES) as u64;
                     }
-                    (hdr, self.execute(&b, hdr.opcode))
+                    (hdr, self.execute(&b, hdr.opcode, now))
                 }
                 Err(_) => (CmdHeader::default(), Err(ST_DMA)),
             };
@@ -74,7 +74,7 @@ impl Device {
     }
 
     /// Executes one command; Ok carries the completion's `result`.
-    fn execute(&mut self, b: &[u8; 64], op: u16) -> Result<u64, u16> {
+    fn execute(&mut self, b: &[u8; 64], op: u16, now: Instant) -> Result<u64, u16> {
         let Some(mem) = self.mem.clone() else {
             return Err(ST_DMA);
         };
@@ -106,7 +106,18 @@ impl Device {
             }
             CMD_FLOW_UPDATE => {
                 let c = CmdFlow::decode(b);
-                self.flows.update(&c)
+                let r = self.flows.update(&c)?;
+                if c.flags == FLOWU_QUEUE {
+                    // The flow's open entry goes out on its old queue pair
+                    // before the completion: later ones use the new one.
+                    for p in 0..self.nports {
+                        let open = self.ports[p as usize].open.as_ref();
+                        if open.is_some_and(|o| o.meta.flow == c.flow) {
+                            self.flush_open(p, now);
+                        }
+                    }
+                }
+                Ok(r)
             }
             CMD_FLOW_REMOVE => {
                 let c = CmdFlow::decode(b);
@@ -123,6 +134,15 @@ impl Device {
             CMD_MS_POST => {
                 let c = CmdMsPost::decode(b);
                 self.flows.post(&c, &self.mrs)
+            }
+            CMD_RULE_SET | CMD_RULE_CLEAR => {
+                let c = CmdRule::decode(b);
+                let port = self.ports.get_mut(usize::from(c.port)).ok_or(ST_PORT)?;
+                if op == CMD_RULE_SET {
+                    port.steer.set_rule(&c)
+                } else {
+                    port.steer.clear_rule(c.index).map(|()| 0)
+                }
             }
             _ => Err(ST_BAD_OPCODE),
         }

@@ -14,6 +14,7 @@ use crate::mem::{Bar2, GuestMem};
 use crate::mr::MrTable;
 use crate::prof::Profile;
 use crate::ring::{Ring, Sync};
+use crate::steer::Steering;
 
 /// Header-queue entry being coalesced (not yet written to the ring).
 pub struct OpenHdr {
@@ -24,6 +25,8 @@ pub struct OpenHdr {
     /// What every packet merged into the entry has in common (a packet
     /// joins only if its own [`Shape`] is equal).
     pub shape: Shape,
+    /// Queue pair whose header queue the entry goes to.
+    pub qp: u32,
 }
 
 /// The header fields a packet must share with an open entry to join it:
@@ -43,12 +46,8 @@ pub struct Shape {
     pub thl: u8,
 }
 
-/// Per-port state.
-pub struct Port {
-    /// Port enabled (MTU latched).
-    pub enabled: bool,
-    /// Latched MTU.
-    pub mtu: u32,
+/// The five queues of one queue pair (§14; queue pair 0 is the port's own).
+pub struct QueuePair {
     /// TX queue.
     pub txq: Ring,
     /// TX completion queue.
@@ -59,25 +58,55 @@ pub struct Port {
     pub rxcq: Ring,
     /// Header queue.
     pub hdrq: Ring,
+}
+
+impl QueuePair {
+    fn new(p: u32, k: u32) -> Self {
+        let b = qp_queues(p, k);
+        Self {
+            txq: Ring::new(b + QP_TXQ, TxDesc::SIZE, qp_qid(p, k, QK_TXQ)),
+            txcq: Ring::new(b + QP_TXCQ, TxCompletion::SIZE, qp_qid(p, k, QK_TXCQ)),
+            rxq: Ring::new(b + QP_RXQ, RxBufDesc::SIZE, qp_qid(p, k, QK_RXQ)),
+            rxcq: Ring::new(b + QP_RXCQ, RxCompletion::SIZE, qp_qid(p, k, QK_RXCQ)),
+            hdrq: Ring::new(b + QP_HDRQ, HDRQ_ENTRY_SIZE, qp_qid(p, k, QK_HDRQ)),
+        }
+    }
+}
+
+/// Per-port state.
+pub struct Port {
+    /// Port enabled (MTU latched).
+    pub enabled: bool,
+    /// Latched MTU.
+    pub mtu: u32,
+    /// Queue pairs, `MAX_QP` of them (those below `steer.nqp` are served).
+    pub qps: Vec<QueuePair>,
     /// Header entry being coalesced.
     pub open: Option<OpenHdr>,
     /// A peer port is wired.
     pub link: bool,
+    /// Receive steering: active queue pairs, RSS, n-tuple rules.
+    pub steer: Steering,
 }
 
 impl Port {
     fn new(p: u32) -> Self {
-        let b = port_block(p);
         Self {
             enabled: false,
             mtu: DEFAULT_MTU,
-            txq: Ring::new(b + PORT_TXQ, TxDesc::SIZE, qid(p, QK_TXQ)),
-            txcq: Ring::new(b + PORT_TXCQ, TxCompletion::SIZE, qid(p, QK_TXCQ)),
-            rxq: Ring::new(b + PORT_RXQ, RxBufDesc::SIZE, qid(p, QK_RXQ)),
-            rxcq: Ring::new(b + PORT_RXCQ, RxCompletion::SIZE, qid(p, QK_RXCQ)),
-            hdrq: Ring::new(b + PORT_HDRQ, HDRQ_ENTRY_SIZE, qid(p, QK_HDRQ)),
+            qps: (0..MAX_QP).map(|k| QueuePair::new(p, k)).collect(),
             open: None,
             link: false,
+            steer: Steering::default(),
+        }
+    }
+
+    /// Queue pair `k` if it is active, else queue pair 0 (and false).
+    pub fn active_qp(&self, k: u32) -> (u32, bool) {
+        if k < self.steer.nqp && (k as usize) < self.qps.len() {
+            (k, true)
+        } else {
+            (0, false)
         }
     }
 }
@@ -120,6 +149,9 @@ pub struct Device {
     /// Set by `fault refuse-posts` until `fault thaw`: every `CMD_MS_POST`
     /// fails with `ST_NO_SPACE` (a NIC that refuses a segment).
     pub refuse_posts: bool,
+    /// MSI-X vectors of the guest's ivshmem device (`--vectors`): bounds
+    /// `REG_MAX_QP`.
+    pub vectors: u32,
     /// Scratch list of guest extents for one placement (kept to save an
     /// allocation per frame).
     pub(crate) place_ext: Vec<(u64, u64)>,
@@ -144,6 +176,7 @@ impl Device {
             flows: FlowTable::new(),
             vecs: Default::default(),
             place_ext: Vec::new(),
+            vectors: 1 + MAX_PORTS * (MAX_QP + 1),
             prof: Profile::default(),
             fatal: false,
             attached: false,
@@ -169,6 +202,20 @@ impl Device {
         self.irq = Arc::new(NoIrq);
         self.attached = false;
         self.reset();
+    }
+
+    /// Sets the number of MSI-X vectors the guest's ivshmem device has.
+    pub fn set_vectors(&mut self, n: u32) {
+        self.vectors = n;
+        self.write_identity();
+    }
+
+    /// Queue pairs per port the device serves (`REG_MAX_QP`): as many as
+    /// have a vector each, at least 1.
+    pub fn max_qp(&self) -> u32 {
+        (self.vectors.saturating_sub(1) / self.nports)
+            .saturating_sub(1)
+            .clamp(1, MAX_QP)
     }
 
     /// Sets the DMA window late (RAM file appeared after connect).
@@ -208,6 +255,11 @@ impl Device {
             self.bar.w32(b + PORT_MTU, DEFAULT_MTU);
             self.bar
                 .w32(b + PORT_COALESCE_BYTES, DEFAULT_COALESCE_BYTES);
+            self.bar.w32(b + PORT_NUM_QP, 1);
+            for (i, w) in zeronic_hw::rss::RSS_KEY_DEFAULT.chunks(4).enumerate() {
+                let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                self.bar.w32(b + PORT_RSS_KEY + 4 * i, w);
+            }
         }
         self.bar.w64(REG_GSTATS + 8 * GSTAT_RESETS, resets + 1);
         self.bar.w32(REG_FATAL_CODE, 0);
@@ -228,6 +280,8 @@ impl Device {
         b.w32(REG_MR_CAPACITY, MR_CAPACITY);
         b.w32(REG_MR_MAX_PAGES, MR_MAX_PAGES);
         b.w32(REG_MR_MAX_EXTENTS, MR_MAX_EXTENTS);
+        b.w32(REG_MAX_QP, self.max_qp());
+        b.w32(REG_NTUPLE_RULES, NTUPLE_RULES);
         b.w32(REG_FLOW_CAPACITY, FLOW_CAPACITY);
         b.w32(REG_MS_PER_FLOW, MS_PER_FLOW);
         b.w32(REG_MAX_RING, MAX_RING);
@@ -265,6 +319,11 @@ impl Device {
     /// Adds to a port statistic.
     pub fn pstat(&self, port: u32, i: usize, v: u64) {
         self.bar.add64(port_block(port) + PORT_STATS + 8 * i, v);
+    }
+
+    /// Adds to a statistic of queue pair `k` of port `port`.
+    pub fn qstat(&self, port: u32, k: u32, i: usize, v: u64) {
+        self.bar.add64(qp_block(port, k) + QP_STATS + 8 * i, v);
     }
 
     /// Reads a port statistic.
@@ -320,12 +379,21 @@ impl Device {
     /// state after an impossible producer index (§4): `ST_BAD_DESC` and an
     /// `EV_QUEUE_ERROR`; the rest of the device keeps working.
     pub fn fail_port_queue(&mut self, p: u32, kind: u32) {
-        let Some(port) = self.ports.get_mut(p as usize) else {
+        self.fail_qp_queue(p, 0, kind);
+    }
+
+    /// `fail_port_queue` for queue pair `k` of port `p`.
+    pub fn fail_qp_queue(&mut self, p: u32, k: u32, kind: u32) {
+        let Some(qp) = self
+            .ports
+            .get_mut(p as usize)
+            .and_then(|port| port.qps.get_mut(k as usize))
+        else {
             return;
         };
         let r = match kind {
-            QK_TXQ => &mut port.txq,
-            QK_RXQ => &mut port.rxq,
+            QK_TXQ => &mut qp.txq,
+            QK_RXQ => &mut qp.rxq,
             _ => return,
         };
         r.fail(&self.bar, ST_BAD_DESC);
@@ -410,19 +478,27 @@ impl Device {
                 self.bar.w32(b + PORT_MTU, self.ports[p].mtu);
             }
             self.ports[p].enabled = en;
+            self.latch_steering(p as u32);
             let mut refused = Vec::new();
             let port = &mut self.ports[p];
-            for r in [
-                &mut port.txq,
-                &mut port.txcq,
-                &mut port.rxq,
-                &mut port.rxcq,
-                &mut port.hdrq,
-            ] {
-                match r.sync(&self.bar, m) {
-                    Sync::Refused(code) => refused.push((r.qid, code)),
-                    Sync::Disabled if r.qid & 0xff == QK_HDRQ => port.open = None,
-                    _ => {}
+            for (k, qp) in port.qps.iter_mut().enumerate() {
+                for r in [
+                    &mut qp.txq,
+                    &mut qp.txcq,
+                    &mut qp.rxq,
+                    &mut qp.rxcq,
+                    &mut qp.hdrq,
+                ] {
+                    match r.sync(&self.bar, m) {
+                        Sync::Refused(code) => refused.push((r.qid, code)),
+                        Sync::Disabled
+                            if r.qid & 0xf == QK_HDRQ
+                                && port.open.as_ref().is_some_and(|o| o.qp as usize == k) =>
+                        {
+                            port.open = None
+                        }
+                        _ => {}
+                    }
                 }
             }
             for (id, code) in refused {
@@ -430,5 +506,29 @@ impl Device {
             }
         }
         self.process_commands(now);
+    }
+
+    /// Reads port `p`'s steering registers (§14): the active queue pair
+    /// count (clamped to 1..=`REG_MAX_QP` and written back), RSS control,
+    /// key and indirection table.
+    fn latch_steering(&mut self, p: u32) {
+        let b = port_block(p);
+        let want = self.bar.r32(b + PORT_NUM_QP);
+        let nqp = want.clamp(1, self.max_qp());
+        if nqp != want {
+            self.bar.w32(b + PORT_NUM_QP, nqp);
+        }
+        let Some(port) = self.ports.get_mut(p as usize) else {
+            return;
+        };
+        let s = &mut port.steer;
+        s.nqp = nqp;
+        s.ctrl = self.bar.r32(b + PORT_RSS_CTRL);
+        for (i, w) in s.key.chunks_mut(4).enumerate() {
+            w.copy_from_slice(&self.bar.r32(b + PORT_RSS_KEY + 4 * i).to_le_bytes());
+        }
+        for (i, w) in s.table.chunks_mut(4).enumerate() {
+            w.copy_from_slice(&self.bar.r32(b + PORT_RSS_TABLE + 4 * i).to_le_bytes());
+        }
     }
 }

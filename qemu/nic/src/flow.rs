@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use zeronic_hw::cmd::*;
-use zeronic_hw::regs::{FLOW_CAPACITY, FLOW_MAX_OOO, MS_PER_FLOW};
+use zeronic_hw::regs::{FLOW_CAPACITY, FLOW_MAX_OOO, MAX_QP, MS_PER_FLOW};
 use zeronic_hw::status::*;
 
 use crate::mr::MrTable;
@@ -63,6 +63,8 @@ pub struct Flow {
     edge: u64,
     /// Shift of the window field in the host's ACKs.
     wscale: u8,
+    /// Queue pair of its header entries and normal-path completions (§14).
+    pub notify: u32,
 }
 
 /// Where a packet's payload goes.
@@ -308,6 +310,16 @@ impl FlowTable {
         if c.proto != IPPROTO_TCP || c.rx_wscale > FLOW_MAX_WSCALE {
             return Err(ST_BAD_DESC);
         }
+        // Other flag bits are ignored, as before version 2.2.
+        let notify = if c.flags & FLOWI_QUEUE != 0 {
+            let q = u32::from(c.flags) >> FLOW_QUEUE_SHIFT;
+            if q >= MAX_QP {
+                return Err(ST_BAD_DESC);
+            }
+            q
+        } else {
+            0
+        };
         let ring = match c.mode {
             FLOW_RX_SEGMENTS => None,
             FLOW_RX_RING => {
@@ -353,6 +365,7 @@ impl FlowTable {
             edge: cursor,
             // CAST: at most FLOW_MAX_WSCALE (checked above).
             wscale: c.rx_wscale as u8,
+            notify,
         });
         self.index.insert(key, idx as u32);
         Ok(idx as u32)
@@ -362,6 +375,15 @@ impl FlowTable {
     /// move the cursor first, then the ring head; `FLOWU_EDGE` comes alone.
     /// Nothing changes on error.
     pub fn update(&mut self, c: &CmdFlow) -> Result<u64, u16> {
+        if c.flags == FLOWU_QUEUE {
+            if c.stream_off >= u64::from(MAX_QP) {
+                return Err(ST_BAD_DESC);
+            }
+            let f = self.get_mut(c.flow).ok_or(ST_NOT_FOUND)?;
+            // CAST: below MAX_QP (checked).
+            f.notify = c.stream_off as u32;
+            return Ok(f.cursor);
+        }
         if c.flags & !(FLOWU_RING_HEAD | FLOWU_CURSOR | FLOWU_EDGE) != 0
             || c.flags == 0
             || (c.flags & FLOWU_EDGE != 0 && c.flags != FLOWU_EDGE)

@@ -19,7 +19,7 @@ impl Irq for NoIrq {
 
 /// Counts interrupts per vector (tests, bench).
 #[derive(Default)]
-pub struct CountIrq(pub [AtomicU64; 16]);
+pub struct CountIrq(pub [AtomicU64; zeronic_hw::regs::MAX_VECTORS as usize]);
 
 impl CountIrq {
     /// Interrupts raised on `v` so far.

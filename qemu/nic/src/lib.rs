@@ -17,6 +17,7 @@ pub mod prof;
 pub mod ring;
 pub mod rx;
 pub mod server;
+pub mod steer;
 pub mod tx;
 pub mod wire;
 

@@ -119,6 +119,9 @@ fn run(guests: &[String], o: RunOpts) -> Result<()> {
         impair,
         seed,
     )?);
+    for g in &model.guests {
+        zeronic_nic::model::lock(&g.dev).set_vectors(vectors);
+    }
     server::start(model.clone(), &cfgs, vectors)?;
     ctl::start(model.clone(), &ctl_path, ctl::Scope::All)?;
     for (g, cfg) in cfgs.iter().enumerate() {

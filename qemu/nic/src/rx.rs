@@ -19,6 +19,7 @@ use crate::csum::{copy_stream, copy_sum_stream, pseudo_v4, sum_raw};
 use crate::device::{Device, OpenHdr, Shape};
 use crate::flow::Plan;
 use crate::frame::{max_frame_len, parse_tcp4, Frame, Tcp4, TCP_ACK, TCP_PSH};
+use crate::steer::{parse_l3, rss_hash, Verdict};
 
 fn ip_u32(a: [u8; 4]) -> u32 {
     u32::from_be_bytes(a)
@@ -78,37 +79,76 @@ impl Device {
             self.pstat(p, PSTAT_RX_PLACE_ERR, 1);
             return;
         }
+        if parsed.is_err() {
+            return self.pstat(p, PSTAT_RX_MALFORMED, 1);
+        }
+        // Receive steering (§14) of a frame of no flow: rules, RSS, else
+        // queue pair 0; the frame is parsed only if a rule or RSS needs it.
+        let mut qp = 0;
+        if flow.is_none() {
+            let s = &self.ports[p as usize].steer;
+            if s.has_rules() || s.ctrl & RSS_CTRL_ENABLE != 0 {
+                match s.steer(parse_l3(&f.head).as_ref()) {
+                    Verdict::Drop => return self.pstat(p, PSTAT_RX_RULE_DROP, 1),
+                    Verdict::Queue(q) => qp = self.steer_to(p, q),
+                }
+            }
+        }
         match parsed {
-            Err(_) => self.pstat(p, PSTAT_RX_MALFORMED, 1),
-            Ok(None) => self.rx_normal(p, f, 0, 0, now),
+            Err(_) => {}
+            Ok(None) => self.rx_normal(p, qp, f, 0, 0, now),
             Ok(Some(t)) => match flow {
                 Some(idx) => self.rx_flow(p, idx, f, &t, now),
                 None => {
                     let ok = tcp_csum_ok(f, &t);
                     let fl = RXF_TCP | if ok { RXF_CSUM_OK } else { RXF_CSUM_BAD };
-                    self.rx_normal(p, f, fl, 0, now)
+                    self.rx_normal(p, qp, f, fl, 0, now)
                 }
             },
         }
     }
 
-    /// Delivers a frame whole into the next RX buffer.
-    fn rx_normal(&mut self, p: u32, f: &Frame, flags: u16, flow: u32, now: Instant) {
+    /// The queue pair of port `p` a frame steered to `q` goes to: `q` if
+    /// it is active, else queue pair 0 (`PSTAT_RX_BAD_QUEUE`).
+    fn steer_to(&self, p: u32, q: u32) -> u32 {
+        let (k, ok) = self.ports[p as usize].active_qp(q);
+        if !ok {
+            self.pstat(p, PSTAT_RX_BAD_QUEUE, 1);
+        }
+        k
+    }
+
+    /// The queue pair that gets flow `idx`'s entries on port `p`.
+    fn flow_qp(&mut self, p: u32, idx: u32) -> u32 {
+        let q = self.flows.get_mut(idx).map_or(0, |fl| fl.notify);
+        self.steer_to(p, q)
+    }
+
+    /// Delivers a frame whole into the next RX buffer of queue pair `k`.
+    fn rx_normal(&mut self, p: u32, k: u32, f: &Frame, flags: u16, flow: u32, now: Instant) {
         let Some(mem) = self.mem.clone() else { return };
         let port = &mut self.ports[p as usize];
-        let Some(pending) = port.rxq.pending(&self.bar) else {
-            self.fail_port_queue(p, QK_RXQ);
+        let (rss_hash, rss_type) = if port.steer.ctrl & RSS_CTRL_HASH != 0 {
+            rss_hash(&port.steer.key, parse_l3(&f.head).as_ref())
+        } else {
+            (0, 0)
+        };
+        let qp = &mut port.qps[k as usize];
+        let Some(pending) = qp.rxq.pending(&self.bar) else {
+            self.fail_qp_queue(p, k, QK_RXQ);
             self.pstat(p, PSTAT_RX_NO_BUF, 1);
+            self.qstat(p, k, QSTAT_RX_DROPS, 1);
             return;
         };
-        let port = &mut self.ports[p as usize];
-        if pending == 0 || port.rxcq.space(&self.bar) == 0 {
+        let qp = &mut self.ports[p as usize].qps[k as usize];
+        if pending == 0 || qp.rxcq.space(&self.bar) == 0 {
             self.pstat(p, PSTAT_RX_NO_BUF, 1);
+            self.qstat(p, k, QSTAT_RX_DROPS, 1);
             return;
         }
-        let index = port.rxq.idx;
-        let desc = mem.read_array::<16>(port.rxq.slot(index));
-        port.rxq.consume(&self.bar);
+        let index = qp.rxq.idx;
+        let desc = mem.read_array::<16>(qp.rxq.slot(index));
+        qp.rxq.consume(&self.bar);
         let len = f.len();
         let status = match desc.map(|b| RxBufDesc::decode(&b)) {
             Err(_) => ST_DMA,
@@ -132,7 +172,11 @@ impl Device {
             },
         };
         match status {
-            ST_OK => self.pstat(p, PSTAT_RX_NORMAL, 1),
+            ST_OK => {
+                self.pstat(p, PSTAT_RX_NORMAL, 1);
+                self.qstat(p, k, QSTAT_RX_PACKETS, 1);
+                self.qstat(p, k, QSTAT_RX_BYTES, len as u64);
+            }
             ST_TOO_BIG => self.pstat(p, PSTAT_RX_BUF_SMALL, 1),
             _ => self.pstat(p, PSTAT_RX_PLACE_ERR, 1),
         }
@@ -142,19 +186,22 @@ impl Device {
             status,
             flags,
             flow,
+            rss_hash,
+            rss_type,
             ..Default::default()
         };
-        if self.ports[p as usize]
+        if self.ports[p as usize].qps[k as usize]
             .rxcq
             .produce(&self.bar, &mem, &c.encode())
         {
-            self.note_entry(vec_rx(p), now);
+            self.note_entry(vec_qp_rx(self.nports, p, k), now);
         }
     }
 
     /// RX Split Unit for a packet of installed flow `idx`.
     fn rx_flow(&mut self, p: u32, idx: u32, f: &mut Frame, t: &Tcp4, now: Instant) {
         let Some(mem) = self.mem.clone() else { return };
+        let k = self.flow_qp(p, idx);
         let pay_len = t.pay_len() as u64;
         let Some(flow) = self.flows.get_mut(idx) else {
             return;
@@ -204,21 +251,23 @@ impl Device {
                 self.pstat(p, PSTAT_RX_FALLBACK, 1);
             }
             self.flush_open(p, now);
-            self.rx_normal(p, f, RXF_TCP | RXF_CSUM_OK | RXF_FLOW, idx, now);
+            self.rx_normal(p, k, f, RXF_TCP | RXF_CSUM_OK | RXF_FLOW, idx, now);
             return;
         }
         // Header-queue room: merging needs none, a new entry one more than
         // the open entry (which is flushed first).
         let can_merge = matches!(plan, Plan::Place { start, .. } if start == old_cursor)
-            && self.can_coalesce(p, idx, t, pay_len);
+            && self.can_coalesce(p, k, idx, t, pay_len);
         let port = &self.ports[p as usize];
         let need = if can_merge {
             0
         } else {
-            1 + port.open.is_some() as u32
+            1 + port.open.as_ref().is_some_and(|o| o.qp == k) as u32
         };
-        if !port.hdrq.on || port.hdrq.space(&self.bar) < need {
+        let hdrq = &port.qps[k as usize].hdrq;
+        if !hdrq.on || hdrq.space(&self.bar) < need {
             self.pstat(p, PSTAT_RX_HDRQ_FULL, 1);
+            self.qstat(p, k, QSTAT_RX_DROPS, 1);
             return;
         }
         let (mut hflags, mut placed) = (0u16, 0u64);
@@ -238,7 +287,7 @@ impl Device {
                             return;
                         }
                         let fl = RXF_TCP | RXF_CSUM_OK | RXF_FLOW;
-                        return self.rx_normal(p, f, fl, idx, now);
+                        return self.rx_normal(p, k, f, fl, idx, now);
                     }
                 }
                 let placed_ok = place(f, t, &dst, &mem).is_some();
@@ -262,6 +311,7 @@ impl Device {
             _ => hflags |= HDRF_NO_PAYLOAD,
         }
         self.pstat(p, PSTAT_RX_SPLIT, 1);
+        self.qstat(p, k, QSTAT_RX_HDR_PACKETS, 1);
         let cursor = self.flows.get_mut(idx).map_or(0, |fl| fl.cursor);
         let hdr = &f.head[..t.pay_off().min(HDRQ_HDR_MAX)];
         let port = &mut self.ports[p as usize];
@@ -300,6 +350,7 @@ impl Device {
             meta,
             hdr: hdr.to_vec(),
             shape: shape(t),
+            qp: k,
         });
         if self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) == 0 || hflags != 0 || t.ce() {
             self.flush_open(p, now);
@@ -312,7 +363,7 @@ impl Device {
     /// no ECN CE mark (a CE packet is reported alone), and the entry's
     /// payload stays within `PORT_COALESCE_BYTES` and within what an IPv4
     /// total length can describe with these headers.
-    fn can_coalesce(&self, p: u32, idx: u32, t: &Tcp4, pay_len: u64) -> bool {
+    fn can_coalesce(&self, p: u32, k: u32, idx: u32, t: &Tcp4, pay_len: u64) -> bool {
         let port_limit = self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) as u64;
         let ip_limit = (IPV4_MAX_TOT_LEN as usize - t.ihl - t.thl) as u64;
         let Some(open) = self.ports[p as usize].open.as_ref() else {
@@ -320,6 +371,7 @@ impl Device {
         };
         let m = &open.meta;
         m.flow == idx
+            && open.qp == k
             && m.flags & (HDRF_OOO | HDRF_DUP | HDRF_NO_PAYLOAD) == 0
             && t.flags & !(TCP_ACK | TCP_PSH) == 0
             && m.tcp_flags as u8 & !(TCP_ACK | TCP_PSH) == 0
@@ -340,11 +392,16 @@ impl Device {
         slot[..HdrEntry::SIZE].copy_from_slice(&open.meta.encode());
         let n = open.hdr.len().min(HDRQ_HDR_MAX);
         slot[HDRQ_HDR_OFFSET..HDRQ_HDR_OFFSET + n].copy_from_slice(&open.hdr[..n]);
-        if self.ports[p as usize].hdrq.produce(&self.bar, &mem, &slot) {
+        let k = open.qp;
+        let Some(qp) = self.ports[p as usize].qps.get_mut(k as usize) else {
+            return;
+        };
+        if qp.hdrq.produce(&self.bar, &mem, &slot) {
             self.pstat(p, PSTAT_HDRQ_ENTRIES, 1);
-            self.note_entry(vec_rx(p), now);
+            self.note_entry(vec_qp_rx(self.nports, p, k), now);
         } else {
             self.pstat(p, PSTAT_RX_HDRQ_FULL, 1);
+            self.qstat(p, k, QSTAT_RX_DROPS, u64::from(open.meta.nsegs));
         }
     }
 

@@ -24,7 +24,7 @@ use crate::frame::{
 use crate::mem::GuestMem;
 use crate::mr::{MrTable, NEED_TX};
 
-/// TX descriptors taken per port per scan.
+/// TX descriptors taken per queue pair per scan.
 const TX_BUDGET: u32 = 64;
 /// Frames built at once for the wire (host memory per batch: at most this
 /// many frames of at most `MAX_FRAME` bytes).
@@ -39,6 +39,10 @@ const MIN_MERGE_HDR: u32 = 54;
 pub struct TxJob {
     /// Port.
     pub port: u32,
+    /// Queue pair of the port (§14).
+    pub qp: u32,
+    /// A TSO send (`TXF_TSO`) whose frames are built (per-queue LSO counters).
+    tso: bool,
     /// Completion to post once all frames left (status and frame count are
     /// final once [`Device::tx_build`] returned no frame).
     pub comp: TxCompletion,
@@ -96,41 +100,48 @@ impl Device {
             return;
         }
         for p in 0..self.nports {
-            let port = &self.ports[p as usize];
-            if !port.txq.on || !port.txcq.on {
-                continue;
-            }
-            let Some(n) = port.txq.pending(&self.bar) else {
-                self.fail_port_queue(p, QK_TXQ);
-                continue;
-            };
-            let n = n.min(TX_BUDGET).min(port.txcq.space(&self.bar));
-            if n > 0 {
-                self.prof.tx_descs += u64::from(n);
-                self.prof.tx_scans += 1;
-            }
-            for _ in 0..n {
-                let port = &mut self.ports[p as usize];
-                let index = port.txq.idx;
-                let res = mem.read_array::<64>(port.txq.slot(index));
-                port.txq.consume(&self.bar);
-                let mut job = TxJob {
-                    port: p,
-                    comp: TxCompletion {
-                        index,
-                        ..Default::default()
-                    },
-                    state: State::Done,
+            let nqp = self.ports[p as usize].steer.nqp;
+            for k in 0..nqp {
+                let Some(qp) = self.ports[p as usize].qps.get(k as usize) else {
+                    continue;
                 };
-                match res {
-                    Ok(b) => {
-                        let d = TxDesc::decode(&b);
-                        job.comp.cookie = d.cookie;
-                        job.state = State::New(d);
-                    }
-                    Err(_) => self.tx_failed(&mut job, ST_DMA),
+                if !qp.txq.on || !qp.txcq.on {
+                    continue;
                 }
-                out.push(job);
+                let Some(n) = qp.txq.pending(&self.bar) else {
+                    self.fail_qp_queue(p, k, QK_TXQ);
+                    continue;
+                };
+                let n = n.min(TX_BUDGET).min(qp.txcq.space(&self.bar));
+                if n > 0 {
+                    self.prof.tx_descs += u64::from(n);
+                    self.prof.tx_scans += 1;
+                }
+                for _ in 0..n {
+                    let qp = &mut self.ports[p as usize].qps[k as usize];
+                    let index = qp.txq.idx;
+                    let res = mem.read_array::<64>(qp.txq.slot(index));
+                    qp.txq.consume(&self.bar);
+                    let mut job = TxJob {
+                        port: p,
+                        qp: k,
+                        tso: false,
+                        comp: TxCompletion {
+                            index,
+                            ..Default::default()
+                        },
+                        state: State::Done,
+                    };
+                    match res {
+                        Ok(b) => {
+                            let d = TxDesc::decode(&b);
+                            job.comp.cookie = d.cookie;
+                            job.state = State::New(d);
+                        }
+                        Err(_) => self.tx_failed(&mut job, ST_DMA),
+                    }
+                    out.push(job);
+                }
             }
         }
     }
@@ -180,6 +191,10 @@ impl Device {
                 return;
             }
             job.comp.frames = nframes as u16; // at most u16::MAX (checked)
+            if d.flags & TXF_TSO != 0 {
+                job.tso = true;
+                self.qstat(p, job.qp, QSTAT_TX_LSO_PACKETS, 1);
+            }
             if nframes > 1 {
                 self.pstat(p, PSTAT_TX_TSO_FRAMES, nframes - 1);
             }
@@ -208,6 +223,13 @@ impl Device {
         self.pstat(p, PSTAT_TX_FRAMES, out.len() as u64);
         self.pstat(p, PSTAT_TX_BYTES, bytes as u64);
         self.pstat(p, PSTAT_TX_MERGE_BYTES, merged as u64);
+        if !out.is_empty() {
+            self.qstat(p, job.qp, QSTAT_TX_PACKETS, out.len() as u64);
+            self.qstat(p, job.qp, QSTAT_TX_BYTES, bytes as u64);
+            if job.tso {
+                self.qstat(p, job.qp, QSTAT_TX_LSO_BYTES, bytes as u64);
+            }
+        }
         self.learn_windows(p, out);
     }
 
@@ -244,11 +266,15 @@ impl Device {
     pub fn complete_tx(&mut self, jobs: &[TxJob], now: Instant) {
         let Some(mem) = self.mem.clone() else { return };
         for j in jobs {
-            let Some(port) = self.ports.get_mut(j.port as usize) else {
+            let Some(qp) = self
+                .ports
+                .get_mut(j.port as usize)
+                .and_then(|port| port.qps.get_mut(j.qp as usize))
+            else {
                 continue;
             };
-            if port.txcq.produce(&self.bar, &mem, &j.comp.encode()) {
-                self.note_entry(vec_tx(j.port), now);
+            if qp.txcq.produce(&self.bar, &mem, &j.comp.encode()) {
+                self.note_entry(vec_qp_tx(self.nports, j.port, j.qp), now);
             }
         }
     }
