@@ -35,34 +35,17 @@ struct Qp {
     stride: u64,
 }
 
-fn setup_q(d: &mut Drv, reg: usize, size: u32, entry: usize) -> Q {
-    let base = d.alloc(size as u64 * entry as u64);
-    d.bar.w32(reg + Q_CTRL, 0);
-    d.bar.w64(reg + Q_BASE, base);
-    d.bar.w32(reg + Q_SIZE, size);
-    d.bar.w32(reg + Q_PROD, 0);
-    d.bar.w32(reg + Q_CONS, 0);
-    d.bar.w32(reg + Q_CTRL, Q_CTRL_ENABLE);
-    Q {
-        reg,
-        base,
-        size,
-        entry,
-        idx: 0,
-    }
-}
-
 /// Configures queue pair `k` >= 1 of guest `g` port `p` (not yet served:
 /// the next scan latches it).
 fn setup_qp(tb: &mut Tb, g: usize, p: u32, k: u32) -> Qp {
     let b = qp_queues(p, k);
     let d = &mut tb.drv[g];
     Qp {
-        txq: setup_q(d, b + QP_TXQ, 64, TxDesc::SIZE),
-        txcq: setup_q(d, b + QP_TXCQ, 64, TxCompletion::SIZE),
-        rxq: setup_q(d, b + QP_RXQ, 256, RxBufDesc::SIZE),
-        rxcq: setup_q(d, b + QP_RXCQ, 256, RxCompletion::SIZE),
-        hdrq: setup_q(d, b + QP_HDRQ, 256, HDRQ_ENTRY_SIZE),
+        txq: d.setup_q(b + QP_TXQ, 64, TxDesc::SIZE),
+        txcq: d.setup_q(b + QP_TXCQ, 64, TxCompletion::SIZE),
+        rxq: d.setup_q(b + QP_RXQ, 256, RxBufDesc::SIZE),
+        rxcq: d.setup_q(b + QP_RXCQ, 256, RxCompletion::SIZE),
+        hdrq: d.setup_q(b + QP_HDRQ, 256, HDRQ_ENTRY_SIZE),
         bufs: d.alloc(256 * BUF),
         stride: BUF,
     }
@@ -135,16 +118,6 @@ fn reap_hdr(d: &Drv, q: &mut Qp) -> Vec<HdrEntry> {
         out.push(HdrEntry::decode(b[..64].try_into().unwrap()));
     }
     out
-}
-
-/// Receives `frames` on guest 1 port 0 as one batch of the RX unit.
-fn deliver(tb: &mut Tb, frames: &[Vec<u8>]) {
-    let now = tb.now;
-    let mut d = lock(&tb.model.guests[1].dev);
-    for f in frames {
-        d.rx_frame(0, &mut Frame::owned(f.clone()), now);
-    }
-    d.rx_flush(now);
 }
 
 fn qstat(d: &Drv, p: u32, k: u32, i: usize) -> u64 {

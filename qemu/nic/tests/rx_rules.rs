@@ -12,8 +12,7 @@ use zeronic_hw::desc::*;
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 use zeronic_nic::csum::{pseudo_v4, Csum};
-use zeronic_nic::frame::Frame;
-use zeronic_nic::model::{lock, Topology};
+use zeronic_nic::model::Topology;
 use zeronic_nic::wire::Impair;
 
 /// An IPv4/TCP packet A -> B (4000 -> 5001) with valid checksums.
@@ -74,16 +73,6 @@ fn receiver(cap: u64) -> (Tb, u32, u64) {
         off += n;
     }
     (tb, flow, r)
-}
-
-/// Delivers frames as one batch of the RX unit (coalescing spans a batch).
-fn deliver(tb: &mut Tb, frames: &[Vec<u8>]) {
-    let now = tb.now;
-    let mut d = lock(&tb.model.guests[1].dev);
-    for f in frames {
-        d.rx_frame(0, &mut Frame::owned(f.clone()), now);
-    }
-    d.rx_flush(now);
 }
 
 fn entries(tb: &mut Tb) -> Vec<(u32, u16, u16)> {

@@ -307,7 +307,9 @@ impl Drv {
         a
     }
 
-    fn setup_q(&mut self, reg: usize, size: u32, entry: usize) -> Q {
+    /// Programs and enables the queue at register block `reg` over a new
+    /// ring of `size` entries of `entry` bytes.
+    pub fn setup_q(&mut self, reg: usize, size: u32, entry: usize) -> Q {
         let base = self.alloc(size as u64 * entry as u64);
         self.bar.w32(reg + Q_CTRL, 0);
         self.bar.w64(reg + Q_BASE, base);
@@ -583,4 +585,15 @@ pub fn flow_b(port: u16, rx_isn: u32) -> CmdFlow {
         mode: FLOW_RX_SEGMENTS,
         ..Default::default()
     }
+}
+
+/// Receives `frames` on guest 1 port 0 as one batch of the RX unit
+/// (coalescing spans a batch; the batch ends with `rx_flush`).
+pub fn deliver(tb: &mut Tb, frames: &[Vec<u8>]) {
+    let now = tb.now;
+    let mut d = lock(&tb.model.guests[1].dev);
+    for f in frames {
+        d.rx_frame(0, &mut zeronic_nic::frame::Frame::owned(f.clone()), now);
+    }
+    d.rx_flush(now);
 }
