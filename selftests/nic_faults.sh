@@ -164,36 +164,35 @@ load() {
 # silently mean "give up at once" or "never"). The module's
 # KUnit suites are skipped at the loads from here to the one that restores
 # the default timeout (zn_kunit_skip), which runs them.
+# refused_load PARAM=VALUE LOG: insmod with PARAM=VALUE fails with EINVAL,
+# the kernel log gains the line "zeronic: PARAM=VALUE: LOG", and the module
+# stays unloaded.
+refused_load() {
+	local m out
+	m=$(zn_log_mark)
+	if out=$(insmod "$ZN_KO" "$1" 2>&1); then
+		echo "insmod $1 succeeded"
+		return 1
+	fi
+	# kmod's insmod words EINVAL "Invalid parameters" (older: strerror).
+	grep -qE 'Invalid (parameters|argument)' <<<"$out" ||
+		{ echo "insmod $1: '$out', want EINVAL"; return 1; }
+	zn_log_since "$m" | grep -q "zeronic: $1: $2" ||
+		{ echo "no log line for $1:"; zn_log_since "$m"; return 1; }
+	! zn_loaded || { echo "module loaded after insmod $1"; return 1; }
+}
+
 refused_loads() {
-	local v m out
+	local v
 	zn_kunit_skip || { echo "cannot set kunit's filter_glob"; return 1; }
 	unload || return 1
 	for v in 0 $((CMD_TIMEOUT_MS_MIN - 1)) $((CMD_TIMEOUT_MS_MAX + 1)); do
-		m=$(zn_log_mark)
-		if out=$(insmod "$ZN_KO" cmd_timeout_ms="$v" 2>&1); then
-			echo "insmod cmd_timeout_ms=$v succeeded"
-			return 1
-		fi
-		# kmod's insmod words EINVAL "Invalid parameters" (older: strerror).
-		grep -qE 'Invalid (parameters|argument)' <<<"$out" ||
-			{ echo "insmod cmd_timeout_ms=$v: '$out', want EINVAL"; return 1; }
-		zn_log_since "$m" | grep -q "zeronic: cmd_timeout_ms=$v: must be $CMD_TIMEOUT_MS_MIN to $CMD_TIMEOUT_MS_MAX (ms)" ||
-			{ echo "no log line for cmd_timeout_ms=$v:"; zn_log_since "$m"; return 1; }
-		! zn_loaded || { echo "module loaded after insmod cmd_timeout_ms=$v"; return 1; }
+		refused_load "cmd_timeout_ms=$v" "must be $CMD_TIMEOUT_MS_MIN to $CMD_TIMEOUT_MS_MAX (ms)" || return 1
 	done
 	# ring_kib: a power of two from 64 to 65536 (KiB of an attached
 	# socket's receive ring).
 	for v in 0 32 100 131072; do
-		m=$(zn_log_mark)
-		if out=$(insmod "$ZN_KO" ring_kib="$v" 2>&1); then
-			echo "insmod ring_kib=$v succeeded"
-			return 1
-		fi
-		grep -qE 'Invalid (parameters|argument)' <<<"$out" ||
-			{ echo "insmod ring_kib=$v: '$out', want EINVAL"; return 1; }
-		zn_log_since "$m" | grep -q "zeronic: ring_kib=$v: must be a power of two from 64 to 65536" ||
-			{ echo "no log line for ring_kib=$v:"; zn_log_since "$m"; return 1; }
-		! zn_loaded || { echo "module loaded after insmod ring_kib=$v"; return 1; }
+		refused_load "ring_kib=$v" "must be a power of two from 64 to 65536" || return 1
 	done
 }
 
