@@ -19,12 +19,16 @@
 //!   kept from going stale by [`cache::invalidate_range`], which the memory
 //!   hooks of the C library and of the shim call (see `docs/shim.md`).
 //!
+//! - [`ulp`]: attaching a socket by `setsockopt(TCP_ULP, "zeronic")`
+//!   instead: the ULP's name and what a refusal's errno means.
+//!
 //! Errors carry the call and the kernel's errno ([`Error`]); the errnos are
 //! the ones `docs/uapi.md` documents for each call.
 
 pub mod cache;
 pub mod hooks;
 mod ring;
+pub mod ulp;
 
 pub use ring::CqRingView;
 

@@ -7,7 +7,8 @@
 //! the stack): it runs inside the wrappers of `lib.rs`.
 
 use crate::line::Line;
-use crate::{config, pending, real, stats};
+use crate::stats::{self, Stats};
+use crate::{config, pending, real};
 use nix::libc::{self, c_int, socklen_t};
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -86,22 +87,6 @@ fn sockaddr(fd: c_int, peer: bool) -> Option<SocketAddr> {
     }
 }
 
-/// A short name for a refusal's errno (docs/uapi.md's table).
-fn errno_name(e: c_int) -> &'static str {
-    match e {
-        libc::ENODEV => "ENODEV (not over a ZeroNIC port)",
-        libc::EAFNOSUPPORT => "EAFNOSUPPORT (IPv6)",
-        libc::ENOTCONN => "ENOTCONN (not established)",
-        libc::EEXIST => "EEXIST (a ULP is attached already)",
-        libc::EOPNOTSUPP => "EOPNOTSUPP (tcp-data-split off, MD5/AO, repair, IPsec or sockmap)",
-        libc::ENOMEM => "ENOMEM (RLIMIT_MEMLOCK, or out of memory)",
-        libc::ENOSPC => "ENOSPC (MR or Flow Table full)",
-        libc::EIO => "EIO (the NIC did not complete)",
-        libc::ENOENT => "ENOENT (no zeronic ULP: the driver is not loaded)",
-        _ => "",
-    }
-}
-
 fn log(fd: c_int, how: How, what: impl FnOnce(&mut Line<320>)) {
     let Some(dest) = config::get().log.as_ref() else {
         return;
@@ -124,14 +109,14 @@ pub fn attach(fd: c_int, how: How) {
         return;
     }
     let t0 = std::time::Instant::now();
-    // SAFETY: a 7-byte option value from a static string.
+    // SAFETY: the option value is the ULP's name, a static string.
     let r = unsafe {
         libc::setsockopt(
             fd,
             libc::SOL_TCP,
             libc::TCP_ULP,
-            c"zeronic".as_ptr().cast(),
-            7,
+            zn::ulp::ULP_NAME.as_ptr().cast(),
+            zn::ulp::ULP_NAME.to_bytes().len() as socklen_t,
         )
     };
     let us = t0.elapsed().as_micros();
@@ -148,10 +133,15 @@ pub fn attach(fd: c_int, how: How) {
             let _ = write!(l, " in {us} us");
         });
     } else {
-        let e = nix::errno::Errno::last_raw();
-        Stats::add(st.of_errno(e));
+        let e = nix::errno::Errno::last();
+        Stats::add(st.of_errno(e as c_int));
         log(fd, how, |l| {
-            let _ = write!(l, "not attached: errno {e} {}", errno_name(e));
+            let _ = write!(
+                l,
+                "not attached: errno {} {e:?} ({})",
+                e as c_int,
+                zn::ulp::refusal(e)
+            );
         });
     }
 }
@@ -209,5 +199,3 @@ pub fn forget(fd: c_int) {
         Stats::add(&stats::get().closed_pending);
     }
 }
-
-use stats::Stats;

@@ -125,16 +125,17 @@ fn set_so_zerocopy(sock: &TcpStream) -> Result<()> {
     Ok(())
 }
 
-/// The upper layer protocol name that attaches a socket to ZeroNIC
-/// (docs/uapi.md, "Attaching a socket by setsockopt").
-const ZERONIC_ULP: &[u8] = b"zeronic";
-
 /// `--mode served`: attaches an established data socket to the NIC by
 /// `setsockopt(SOL_TCP, TCP_ULP, "zeronic")`. Linux TCP keeps serving its
 /// read()/write(); the NIC places received payload. A refusal is an error
 /// naming the errno (there is no fallback to plain).
 fn attach_served(sock: &TcpStream, flow: usize) -> Result<()> {
-    setsockopt(sock, sockopt::TcpUlp::default(), &ZERONIC_ULP).map_err(|e| {
+    setsockopt(
+        sock,
+        sockopt::TcpUlp::default(),
+        &zn::ulp::ULP_NAME.to_bytes(),
+    )
+    .map_err(|e| {
         let peer = sock
             .peer_addr()
             .map_or_else(|_| "?".into(), |a| a.to_string());
@@ -145,16 +146,11 @@ fn attach_served(sock: &TcpStream, flow: usize) -> Result<()> {
     })
 }
 
-/// What a refusal of `TCP_ULP "zeronic"` usually means (docs/uapi.md's
-/// table of errors), for the error message.
-fn served_hint(e: Errno) -> &'static str {
-    match e {
-        Errno::ENOENT => ": no such ULP (is the zeronic module loaded?)",
-        Errno::ENODEV => ": the route does not leave through a port of a bound ZeroNIC",
-        Errno::EOPNOTSUPP => ": the port's tcp-data-split is off, or the socket cannot be served",
-        Errno::ENOMEM => ": RLIMIT_MEMLOCK too small for the 4 MiB ring, or out of memory",
-        Errno::ENOSPC => ": the MR Table share, the MR Table or the Flow Table is full",
-        _ => "",
+/// What a refusal of `TCP_ULP "zeronic"` means, for the error message.
+fn served_hint(e: Errno) -> String {
+    match zn::ulp::refusal(e) {
+        "" => String::new(),
+        m => format!(": {m}"),
     }
 }
 
