@@ -328,7 +328,16 @@ fn ipv6_part(ip: &[u8], frame_len: usize) -> Result<Option<IpPart>, ParseError> 
     let tos = (first >> 20) as u8;
     let label = first & 0x000f_ffff;
     let (src, dst) = (addr16(ip, 8)?, addr16(ip, 24)?);
-    Ok(Some((true, IPV6_HLEN, tos, byte(ip, 7)?, label, tot_len, src, dst)))
+    Ok(Some((
+        true,
+        IPV6_HLEN,
+        tos,
+        byte(ip, 7)?,
+        label,
+        tot_len,
+        src,
+        dst,
+    )))
 }
 
 /// Parses a frame of `frame_len` bytes whose first bytes are `head` (the

@@ -111,7 +111,9 @@ impl Device {
                 } else {
                     None
                 };
-                let idx = self.flows.install(&c, addr6.as_ref(), self.nports, &self.mrs)?;
+                let idx = self
+                    .flows
+                    .install(&c, addr6.as_ref(), self.nports, &self.mrs)?;
                 Ok(idx as u64)
             }
             CMD_FLOW_UPDATE => {

@@ -64,7 +64,9 @@ impl Device {
         }
         let parsed = parse_tcp(&f.head, len);
         let flow = match parsed {
-            Ok(Some(t)) => self.flows.lookup(&(p as u16, t.dst, t.dport, t.src, t.sport)),
+            Ok(Some(t)) => self
+                .flows
+                .lookup(&(p as u16, t.dst, t.dport, t.src, t.sport)),
             _ => None,
         };
         // Only placement folds a pending TX checksum into its copy; every

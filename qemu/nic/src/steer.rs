@@ -141,9 +141,8 @@ impl Rule {
         let Some(l) = l3.filter(|l| !l.v6) else {
             return false;
         };
-        let m32 = |(v, m): (u32, u32), x: [u8; 16]| {
-            u32::from_be_bytes(v4_of_mapped(x)) & m == v & m
-        };
+        let m32 =
+            |(v, m): (u32, u32), x: [u8; 16]| u32::from_be_bytes(v4_of_mapped(x)) & m == v & m;
         let ports_ok = if self.sport.1 == 0 && self.dport.1 == 0 {
             true
         } else {
