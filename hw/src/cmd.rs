@@ -140,6 +140,10 @@ pub const FLOWU_QUEUE: u16 = 1 << 3;
 pub const FLOWI_QUEUE: u16 = 1 << 0;
 /// Shift of the notify queue pair in a CMD_FLOW_INSTALL's flags.
 pub const FLOW_QUEUE_SHIFT: u32 = 8;
+/// CMD_FLOW_INSTALL flag (version 2.3): an IPv6 flow; `local_ip` and
+/// `remote_ip` together hold `addr6`, the guest-physical address of its
+/// [`FlowAddr6`] block (see [`CmdFlow::addr6`]).
+pub const FLOWI_IPV6: u16 = 1 << 1;
 /// Largest `rx_wscale` (RFC 7323).
 pub const FLOW_MAX_WSCALE: u16 = 14;
 
@@ -165,9 +169,11 @@ le_struct! {
         pub port: u16,
         /// INSTALL: IPPROTO_TCP.
         pub proto: u16,
-        /// INSTALL: local IPv4 address.
+        /// INSTALL: local IPv4 address. With `FLOWI_IPV6`: bits 0..32 of
+        /// `addr6`.
         pub local_ip: u32,
-        /// INSTALL: remote IPv4 address.
+        /// INSTALL: remote IPv4 address. With `FLOWI_IPV6`: bits 32..64 of
+        /// `addr6`.
         pub remote_ip: u32,
         /// INSTALL: local TCP port.
         pub local_port: u16,
@@ -190,6 +196,59 @@ le_struct! {
         /// INSTALL: the shift of the receive window in the ACKs the host
         /// sends (0 to `FLOW_MAX_WSCALE`).
         pub rx_wscale: u16,
+    }
+}
+
+/// The address block of an IPv6 flow (CMD_FLOW_INSTALL with `FLOWI_IPV6`,
+/// version 2.3), in guest memory at `addr6`: the NIC reads it while it
+/// executes the command; the driver may reuse it after the completion.
+/// Addresses are in network byte order (as on the wire), not
+/// little-endian.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowAddr6 {
+    /// Local IPv6 address (the destination of received packets).
+    pub local_addr: [u8; 16],
+    /// Remote IPv6 address (the source of received packets).
+    pub remote_addr: [u8; 16],
+}
+
+impl FlowAddr6 {
+    /// Size of the byte image.
+    pub const SIZE: usize = 32;
+
+    /// Reads the byte image.
+    pub fn decode(b: &[u8; 32]) -> Self {
+        let mut a = Self::default();
+        a.local_addr.copy_from_slice(&b[..16]);
+        a.remote_addr.copy_from_slice(&b[16..]);
+        a
+    }
+
+    /// Writes the byte image.
+    pub fn encode(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[..16].copy_from_slice(&self.local_addr);
+        b[16..].copy_from_slice(&self.remote_addr);
+        b
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<FlowAddr6>() == FlowAddr6::SIZE);
+
+impl CmdFlow {
+    /// INSTALL with `FLOWI_IPV6`: the guest-physical address of the flow's
+    /// [`FlowAddr6`] block (8-byte aligned), carried in bytes 16..24 where
+    /// an IPv4 flow has its two addresses.
+    pub fn addr6(&self) -> u64 {
+        u64::from(self.local_ip) | (u64::from(self.remote_ip) << 32)
+    }
+
+    /// Stores `a` as [`Self::addr6`].
+    pub fn set_addr6(&mut self, a: u64) {
+        // CAST: the low and high 32 bits, each exact.
+        self.local_ip = a as u32;
+        self.remote_ip = (a >> 32) as u32;
     }
 }
 

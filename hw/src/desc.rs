@@ -77,7 +77,8 @@ le_struct! {
     }
 }
 
-/// RX flag: the frame is IPv4/TCP.
+/// RX flag: the frame is IPv4/TCP or (version 2.3) IPv6/TCP without
+/// extension headers.
 pub const RXF_TCP: u16 = 1 << 0;
 /// RX flag: the TCP checksum was verified good (CHECKSUM_UNNECESSARY).
 pub const RXF_CSUM_OK: u16 = 1 << 1;
@@ -112,7 +113,8 @@ le_struct! {
     }
 }
 
-/// RSS hash type: no hash (not IPv4, 802.1Q-tagged, or hash reporting off).
+/// RSS hash type: no hash (neither IPv4 nor IPv6, 802.1Q-tagged, or hash
+/// reporting off).
 pub const RSS_TYPE_NONE: u16 = 0;
 /// RSS hash type: IPv4/TCP 4-tuple (source and destination address, source
 /// and destination port).
@@ -120,6 +122,12 @@ pub const RSS_TYPE_TCP4: u16 = 1;
 /// RSS hash type: IPv4 addresses only (source, destination): IPv4 that is
 /// not TCP, and every IPv4 fragment.
 pub const RSS_TYPE_IPV4: u16 = 2;
+/// RSS hash type: IPv6/TCP 4-tuple (source and destination address, source
+/// and destination port; version 2.3): IPv6 whose next header is TCP.
+pub const RSS_TYPE_TCP6: u16 = 3;
+/// RSS hash type: IPv6 addresses only (source, destination; version 2.3):
+/// IPv6 that is not TCP, and every IPv6 packet with an extension header.
+pub const RSS_TYPE_IPV6: u16 = 4;
 
 /// Header queue slot size; the packet header bytes follow the metadata.
 pub const HDRQ_ENTRY_SIZE: usize = 256;

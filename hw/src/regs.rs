@@ -44,7 +44,7 @@ pub const ZN_MAGIC: u32 = 0x4349_4e5a;
 /// Major version; a driver refuses a different major.
 pub const ZN_VERSION_MAJOR: u32 = 2;
 /// Minor version; additions only.
-pub const ZN_VERSION_MINOR: u32 = 2;
+pub const ZN_VERSION_MINOR: u32 = 3;
 /// `REG_VERSION` value: `major << 16 | minor`.
 pub const ZN_VERSION: u32 = (ZN_VERSION_MAJOR << 16) | ZN_VERSION_MINOR;
 /// Size of BAR2 (the ivshmem shared-memory object), bytes.
@@ -70,6 +70,9 @@ pub const CAP_PLAIN_TSO: u32 = 1 << 7;
 /// Several queue pairs per port, RSS, n-tuple rules and per-flow notify
 /// queues (version 2.2).
 pub const CAP_MULTI_QUEUE: u32 = 1 << 8;
+/// IPv6: flows, placement, TX merge, TSO, checksum offload and RSS for
+/// TCP/IPv6 as for TCP/IPv4 (version 2.3).
+pub const CAP_IPV6: u32 = 1 << 9;
 /// All capabilities of this version.
 pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_TX_MERGE
@@ -79,7 +82,8 @@ pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_RX_COALESCE
     | CAP_RX_RING
     | CAP_PLAIN_TSO
-    | CAP_MULTI_QUEUE;
+    | CAP_MULTI_QUEUE
+    | CAP_IPV6;
 
 // ---- capacities (also readable from BAR2) ----
 /// Ports per guest in the largest topology.
@@ -496,3 +500,6 @@ pub const PSTAT_RX_RULE_DROP: usize = 28;
 /// Frames that a rule, the indirection table or a flow's notify queue sent
 /// to a queue pair at or past `PORT_NUM_QP`, delivered to queue pair 0.
 pub const PSTAT_RX_BAD_QUEUE: usize = 29;
+/// IPv6 frames with an extension header (or a next header the NIC does not
+/// parse past) before TCP: delivered on the normal path (version 2.3).
+pub const PSTAT_RX_V6_EXTHDR: usize = 30;

@@ -55,7 +55,15 @@ pub fn hash_tcp4(key: &[u8], saddr: [u8; 4], daddr: [u8; 4], sport: u16, dport: 
     toeplitz(key, &input)
 }
 
-/// The hash of a TCP/IPv6 packet's 4-tuple.
+/// The hash of an IPv6 packet's addresses (`RSS_TYPE_IPV6`).
+pub fn hash_ipv6(key: &[u8], saddr: [u8; 16], daddr: [u8; 16]) -> u32 {
+    let mut input = [0u8; 32];
+    input[..16].copy_from_slice(&saddr);
+    input[16..].copy_from_slice(&daddr);
+    toeplitz(key, &input)
+}
+
+/// The hash of a TCP/IPv6 packet's 4-tuple (`RSS_TYPE_TCP6`).
 pub fn hash_tcp6(key: &[u8], saddr: [u8; 16], daddr: [u8; 16], sport: u16, dport: u16) -> u32 {
     let mut input = [0u8; 36];
     input[..16].copy_from_slice(&saddr);
@@ -69,7 +77,9 @@ pub fn hash_tcp6(key: &[u8], saddr: [u8; 16], daddr: [u8; 16], sport: u16, dport
 mod tests {
     use super::*;
 
-    /// A case of Microsoft's "Verifying the RSS Hash Calculation": source,
+    /// A case of Microsoft's "Verifying the RSS Hash Calculation"
+    /// (<https://learn.microsoft.com/en-us/windows-hardware/drivers/network/verifying-the-rss-hash-calculation>,
+    /// the IPv4 and the IPv6 tables, both under `RSS_KEY_DEFAULT`): source,
     /// source port, destination, destination port, the 4-tuple's hash and
     /// the addresses' alone.
     type Case<A> = (A, u16, A, u16, u32, u32);
@@ -137,6 +147,8 @@ mod tests {
         a
     }
 
+    /// The IPv6 table of the same page: `RSS_TYPE_TCP6` hashes the
+    /// 36-byte input, `RSS_TYPE_IPV6` the 32 bytes of the addresses.
     #[test]
     fn ipv6_vectors() {
         let cases = [
@@ -167,10 +179,7 @@ mod tests {
         ];
         for (s, sp, d, dp, tuple, addrs) in cases {
             assert_eq!(hash_tcp6(&RSS_KEY_DEFAULT, s, d, sp, dp), tuple);
-            let mut input = [0u8; 32];
-            input[..16].copy_from_slice(&s);
-            input[16..].copy_from_slice(&d);
-            assert_eq!(toeplitz(&RSS_KEY_DEFAULT, &input), addrs);
+            assert_eq!(hash_ipv6(&RSS_KEY_DEFAULT, s, d), addrs);
         }
     }
 

@@ -39,6 +39,7 @@ fn code_constants() -> BTreeMap<String, u64> {
         CAP_RX_RING,
         CAP_PLAIN_TSO,
         CAP_MULTI_QUEUE,
+        CAP_IPV6,
         ZN_CAPS,
         MAX_PORTS,
         MAX_MTU,
@@ -194,6 +195,7 @@ fn code_constants() -> BTreeMap<String, u64> {
         PSTAT_RX_UNACCEPTABLE,
         PSTAT_RX_RULE_DROP,
         PSTAT_RX_BAD_QUEUE,
+        PSTAT_RX_V6_EXTHDR,
     );
     consts!(m, status:
         ST_OK,
@@ -237,6 +239,8 @@ fn code_constants() -> BTreeMap<String, u64> {
         RSS_TYPE_NONE,
         RSS_TYPE_TCP4,
         RSS_TYPE_IPV4,
+        RSS_TYPE_TCP6,
+        RSS_TYPE_IPV6,
         HDRQ_ENTRY_SIZE,
         HDRQ_HDR_OFFSET,
         HDRQ_HDR_MAX,
@@ -268,6 +272,7 @@ fn code_constants() -> BTreeMap<String, u64> {
         FLOWU_QUEUE,
         FLOWI_QUEUE,
         FLOW_QUEUE_SHIFT,
+        FLOWI_IPV6,
         FLOW_MAX_WSCALE,
         IPPROTO_TCP,
         MS_DIR_RECV,
@@ -420,6 +425,7 @@ fn code_layouts() -> Vec<(String, usize, Fields)> {
             rsvd2,
             rsvd3
         ),
+        layout!(cmd::FlowAddr6, local_addr, remote_addr),
         layout!(cmd::CmdCompletion, cookie, opcode, status, result),
     ]
 }

@@ -98,8 +98,9 @@ macro_rules! consts {
     };
 }
 
-/// Names declared `pub const` (not `const fn`, not in a macro) in the
-/// given files of `hw/src/` (what the spec must document).
+/// Names declared `pub const` at the top level (not `const fn`, not in a
+/// macro, not associated constants such as a layout's `SIZE`) in the given
+/// files of `hw/src/` (what the spec must document).
 pub fn source_constants(files: &[&str]) -> Vec<String> {
     let mut v = Vec::new();
     for f in files {
@@ -107,6 +108,9 @@ pub fn source_constants(files: &[&str]) -> Vec<String> {
         let src = std::fs::read_to_string(&p).expect("read source");
         for line in src.lines() {
             let l = line.trim();
+            if line.starts_with(char::is_whitespace) {
+                continue;
+            }
             if let Some(rest) = l.strip_prefix("pub const ") {
                 if l.contains('$') || rest.starts_with("fn ") {
                     continue;

@@ -101,7 +101,19 @@ impl Device {
             }
             CMD_FLOW_INSTALL => {
                 let c = CmdFlow::decode(b);
-                let idx = self.flows.install(&c, self.nports, &self.mrs)?;
+                // An IPv6 flow's addresses are in guest memory (§15).
+                let addr6 = if c.flags & FLOWI_IPV6 != 0 {
+                    if c.addr6() % 8 != 0 {
+                        return Err(ST_BAD_DESC);
+                    }
+                    let a = mem.read_array::<{ FlowAddr6::SIZE }>(c.addr6());
+                    Some(FlowAddr6::decode(&a.map_err(|_| ST_DMA)?))
+                } else {
+                    None
+                };
+                let idx = self
+                    .flows
+                    .install(&c, addr6.as_ref(), self.nports, &self.mrs)?;
                 Ok(idx as u64)
             }
             CMD_FLOW_UPDATE => {

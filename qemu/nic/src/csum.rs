@@ -377,6 +377,30 @@ pub fn pseudo_v4(src: [u8; 4], dst: [u8; 4], tcp_len: u16) -> Csum {
     c
 }
 
+/// The TCP pseudo-header sum of an IPv6 packet (RFC 8200 8.1: source,
+/// destination, 32-bit upper-layer length, three zero bytes, next header).
+pub fn pseudo_v6(src: [u8; 16], dst: [u8; 16], tcp_len: u32) -> Csum {
+    let mut c = Csum::default();
+    c.add(&src);
+    c.add(&dst);
+    let l = tcp_len.to_be_bytes();
+    c.add(&[l[0], l[1], l[2], l[3], 0, 0, 0, 6]);
+    c
+}
+
+/// The TCP pseudo-header sum of packet `t` with a TCP segment (header +
+/// payload) of `tcp_len` bytes, for its family.
+pub fn pseudo_tcp(t: &zeronic_hw::net::Tcp, tcp_len: usize) -> Csum {
+    use zeronic_hw::net::v4_of_mapped;
+    if t.v6 {
+        // CAST: a TCP segment is below 2^32 bytes (frames are < 64 KiB).
+        pseudo_v6(t.src, t.dst, tcp_len as u32)
+    } else {
+        // CAST: an IPv4 TCP segment fits the 16-bit total length.
+        pseudo_v4(v4_of_mapped(t.src), v4_of_mapped(t.dst), tcp_len as u16)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,10 +36,12 @@ pub struct OpenHdr {
 pub struct Shape {
     /// TCP acknowledgment number.
     pub ack: u32,
-    /// IPv4 TOS byte (DSCP and ECN).
+    /// IPv4 TOS byte or IPv6 traffic class (DSCP and ECN).
     pub tos: u8,
-    /// IPv4 TTL.
+    /// IPv4 TTL or IPv6 hop limit.
     pub ttl: u8,
+    /// IPv6 flow label (0 for IPv4).
+    pub flow_label: u32,
     /// IPv4 header length (options).
     pub ihl: u8,
     /// TCP header length (data offset: options).

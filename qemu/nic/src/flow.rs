@@ -16,10 +16,14 @@ use zeronic_hw::cmd::*;
 use zeronic_hw::regs::{FLOW_CAPACITY, FLOW_MAX_OOO, MAX_QP, MS_PER_FLOW};
 use zeronic_hw::status::*;
 
+use zeronic_hw::net::{ipv4_mapped, is_ipv4_mapped};
+
 use crate::mr::MrTable;
 
-/// 5-tuple key as seen from this port: (port, local ip, local port, remote ip, remote port).
-pub type FlowKey = (u16, u32, u16, u32, u16);
+/// 5-tuple key as seen from this port: (port, local ip, local port, remote
+/// ip, remote port); IPv4 addresses IPv4-mapped (an IPv6 flow never has
+/// one, so the families cannot collide).
+pub type FlowKey = (u16, [u8; 16], u16, [u8; 16], u16);
 
 /// A posted receive segment covering stream `[start, start + len)`.
 #[derive(Clone, Copy, Debug)]
@@ -302,8 +306,15 @@ impl FlowTable {
         self.slots.iter().flatten()
     }
 
-    /// CMD_FLOW_INSTALL.
-    pub fn install(&mut self, c: &CmdFlow, nports: u32, mrs: &MrTable) -> Result<u32, u16> {
+    /// CMD_FLOW_INSTALL; `addr6` is the address block of an IPv6 flow
+    /// (`FLOWI_IPV6`, read by the caller), None for IPv4.
+    pub fn install(
+        &mut self,
+        c: &CmdFlow,
+        addr6: Option<&FlowAddr6>,
+        nports: u32,
+        mrs: &MrTable,
+    ) -> Result<u32, u16> {
         if c.port as u32 >= nports {
             return Err(ST_PORT);
         }
@@ -342,7 +353,20 @@ impl FlowTable {
             }
             _ => return Err(ST_BAD_DESC),
         };
-        let key = (c.port, c.local_ip, c.local_port, c.remote_ip, c.remote_port);
+        let (local, remote) = match addr6 {
+            Some(a) => {
+                // A mapped address is IPv4 on the wire: never an IPv6 flow.
+                if is_ipv4_mapped(&a.local_addr) || is_ipv4_mapped(&a.remote_addr) {
+                    return Err(ST_BAD_DESC);
+                }
+                (a.local_addr, a.remote_addr)
+            }
+            None => (
+                ipv4_mapped(c.local_ip.to_be_bytes()),
+                ipv4_mapped(c.remote_ip.to_be_bytes()),
+            ),
+        };
+        let key = (c.port, local, c.local_port, remote, c.remote_port);
         if self.index.contains_key(&key) {
             return Err(ST_EXISTS);
         }

@@ -1,4 +1,4 @@
-//! Frames on the emulated wire and the Ethernet II / IPv4 / TCP parsing the
+//! Frames on the emulated wire and the Ethernet II / IPv4 / IPv6 / TCP parsing the
 //! RX Split Unit needs. Frame bytes are hostile input: parsing only returns
 //! errors, never panics.
 
@@ -166,8 +166,8 @@ impl Frame {
 }
 
 pub use zeronic_hw::net::{
-    parse_tcp4, ParseError, Tcp4, ECN_CE, ETH_HLEN, ETH_P_IPV4, TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST,
-    TCP_SYN,
+    ipv6_next_header, is_ipv6_ext_header, parse_tcp, ParseError, Tcp, ECN_CE, ETH_HLEN, ETH_P_IPV4,
+    ETH_P_IPV6, IPV6_HLEN, TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN,
 };
 
 /// Largest frame a port with `mtu` carries: MTU + Ethernet header, plus
@@ -176,6 +176,12 @@ pub fn max_frame_len(mtu: u32, head: &[u8]) -> usize {
     use zeronic_hw::regs::{ETH_P_8021Q, VLAN_HLEN};
     let tagged = head.get(12..14) == Some(&ETH_P_8021Q.to_be_bytes()[..]);
     mtu as usize + ETH_HLEN + if tagged { VLAN_HLEN as usize } else { 0 }
+}
+
+/// True for an untagged IPv6 frame whose next header is an extension
+/// header (§15: the normal path, `PSTAT_RX_V6_EXTHDR`).
+pub fn ipv6_ext_frame(head: &[u8]) -> bool {
+    ipv6_next_header(head).is_some_and(is_ipv6_ext_header)
 }
 
 /// Recomputes the IPv4 header checksum in place (`ip` = the IPv4 header).

@@ -15,19 +15,15 @@ use zeronic_hw::desc::*;
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 
-use crate::csum::{copy_stream, copy_sum_stream, pseudo_v4, sum_raw};
+use crate::csum::{copy_stream, copy_sum_stream, pseudo_tcp, sum_raw};
 use crate::device::{Device, OpenHdr, Shape};
 use crate::flow::Plan;
-use crate::frame::{max_frame_len, parse_tcp4, Frame, Tcp4, TCP_ACK, TCP_PSH};
+use crate::frame::{ipv6_ext_frame, max_frame_len, parse_tcp, Frame, Tcp, TCP_ACK, TCP_PSH};
 use crate::steer::{parse_l3, rss_hash, Verdict};
 
-fn ip_u32(a: [u8; 4]) -> u32 {
-    u32::from_be_bytes(a)
-}
-
 /// Checksum of the TCP segment of `f` (pseudo-header included); true if good.
-fn tcp_csum_ok(f: &Frame, t: &Tcp4) -> bool {
-    let mut c = pseudo_v4(t.src, t.dst, t.tcp_len() as u16);
+fn tcp_csum_ok(f: &Frame, t: &Tcp) -> bool {
+    let mut c = pseudo_tcp(t, t.tcp_len());
     let r = f.for_pieces(t.l4_off(), t.tcp_len(), |p, n| {
         // SAFETY: for_pieces hands out ranges valid for the call.
         c.add_sum(unsafe { sum_raw(p, n) }, n)
@@ -35,11 +31,12 @@ fn tcp_csum_ok(f: &Frame, t: &Tcp4) -> bool {
     r.is_ok() && c.folded() == 0xffff
 }
 
-fn shape(t: &Tcp4) -> Shape {
+fn shape(t: &Tcp) -> Shape {
     Shape {
         ack: t.ack,
         tos: t.tos,
         ttl: t.ttl,
+        flow_label: t.flow_label,
         ihl: t.ihl as u8,
         thl: t.thl as u8,
     }
@@ -65,12 +62,11 @@ impl Device {
             self.pstat(p, PSTAT_RX_MALFORMED, 1);
             return;
         }
-        let parsed = parse_tcp4(&f.head, len);
+        let parsed = parse_tcp(&f.head, len);
         let flow = match parsed {
-            Ok(Some(t)) => {
-                self.flows
-                    .lookup(&(p as u16, ip_u32(t.dst), t.dport, ip_u32(t.src), t.sport))
-            }
+            Ok(Some(t)) => self
+                .flows
+                .lookup(&(p as u16, t.dst, t.dport, t.src, t.sport)),
             _ => None,
         };
         // Only placement folds a pending TX checksum into its copy; every
@@ -96,7 +92,12 @@ impl Device {
         }
         match parsed {
             Err(_) => {}
-            Ok(None) => self.rx_normal(p, qp, f, 0, 0, now),
+            Ok(None) => {
+                if ipv6_ext_frame(&f.head) {
+                    self.pstat(p, PSTAT_RX_V6_EXTHDR, 1);
+                }
+                self.rx_normal(p, qp, f, 0, 0, now)
+            }
             Ok(Some(t)) => match flow {
                 Some(idx) => self.rx_flow(p, idx, f, &t, now),
                 None => {
@@ -199,7 +200,7 @@ impl Device {
     }
 
     /// RX Split Unit for a packet of installed flow `idx`.
-    fn rx_flow(&mut self, p: u32, idx: u32, f: &mut Frame, t: &Tcp4, now: Instant) {
+    fn rx_flow(&mut self, p: u32, idx: u32, f: &mut Frame, t: &Tcp, now: Instant) {
         let Some(mem) = self.mem.clone() else { return };
         let k = self.flow_qp(p, idx);
         let pay_len = t.pay_len() as u64;
@@ -359,13 +360,16 @@ impl Device {
 
     /// True if packet `t` of flow `idx`, placed at the cursor, may join
     /// the open entry: same flow, contiguous, only ACK/PSH, the same
-    /// [`Shape`] (ACK number, TOS/ECN, TTL, IPv4 and TCP header lengths),
+    /// [`Shape`] (ACK number, TOS/ECN, TTL, flow label, IP and TCP header lengths),
     /// no ECN CE mark (a CE packet is reported alone), and the entry's
     /// payload stays within `PORT_COALESCE_BYTES` and within what an IPv4
     /// total length can describe with these headers.
-    fn can_coalesce(&self, p: u32, k: u32, idx: u32, t: &Tcp4, pay_len: u64) -> bool {
+    fn can_coalesce(&self, p: u32, k: u32, idx: u32, t: &Tcp, pay_len: u64) -> bool {
         let port_limit = self.bar.r32(port_block(p) + PORT_COALESCE_BYTES) as u64;
-        let ip_limit = (IPV4_MAX_TOT_LEN as usize - t.ihl - t.thl) as u64;
+        // The rebuilt IP length must fit 16 bits: the IPv4 total length
+        // counts the IPv4 header, the IPv6 payload length does not.
+        let ip_hdr = if t.v6 { 0 } else { t.ihl };
+        let ip_limit = (IPV4_MAX_TOT_LEN as usize - ip_hdr - t.thl) as u64;
         let Some(open) = self.ports[p as usize].open.as_ref() else {
             return false;
         };
@@ -422,7 +426,7 @@ impl Device {
 /// computed in the same pass and inserted into `f.head` (the header the
 /// driver sees carries the real checksum); any other frame was verified
 /// before. None: DMA refused (nothing is reported placed).
-fn place(f: &mut Frame, t: &Tcp4, dst: &[(u64, u64)], mem: &crate::mem::GuestMem) -> Option<()> {
+fn place(f: &mut Frame, t: &Tcp, dst: &[(u64, u64)], mem: &crate::mem::GuestMem) -> Option<()> {
     let pending = f.csum.take();
     let mut c = pending.map(|pc| pc.partial).unwrap_or_default();
     let (mut di, mut doff) = (0usize, 0u64);

@@ -4,9 +4,10 @@
 //! configuration; nothing here can fail on what a guest wrote.
 
 use zeronic_hw::cmd::*;
-use zeronic_hw::desc::{RSS_TYPE_IPV4, RSS_TYPE_NONE, RSS_TYPE_TCP4};
+use zeronic_hw::desc::{RSS_TYPE_IPV4, RSS_TYPE_IPV6, RSS_TYPE_NONE, RSS_TYPE_TCP4, RSS_TYPE_TCP6};
+use zeronic_hw::net::{ipv4_mapped, v4_of_mapped, ETH_P_IPV6, IPV6_HLEN};
 use zeronic_hw::regs::{MAX_QP, NTUPLE_RULES, RSS_TABLE_SIZE};
-use zeronic_hw::rss::{hash_tcp4, toeplitz, RSS_KEY_DEFAULT, RSS_KEY_LEN};
+use zeronic_hw::rss::{hash_ipv6, hash_tcp4, hash_tcp6, toeplitz, RSS_KEY_DEFAULT, RSS_KEY_LEN};
 use zeronic_hw::status::*;
 
 use crate::frame::ETH_HLEN;
@@ -14,14 +15,16 @@ use crate::frame::ETH_HLEN;
 /// IP protocol number of UDP (ports are matched for TCP and UDP only).
 const IPPROTO_UDP: u8 = 17;
 
-/// What steering needs of an untagged IPv4 frame.
+/// What steering needs of an untagged IPv4 or IPv6 frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct L3 {
-    /// Source address.
-    pub src: [u8; 4],
-    /// Destination address.
-    pub dst: [u8; 4],
-    /// IPv4 protocol.
+    /// An IPv6 frame (version 2.3, §15).
+    pub v6: bool,
+    /// Source address (IPv4-mapped for IPv4).
+    pub src: [u8; 16],
+    /// Destination address (IPv4-mapped for IPv4).
+    pub dst: [u8; 16],
+    /// IPv4 protocol, or the IPv6 fixed header's next header.
     pub proto: u8,
     /// Source and destination port of an unfragmented TCP or UDP packet
     /// whose L4 header starts in `head`.
@@ -30,9 +33,41 @@ pub struct L3 {
     pub frag: bool,
 }
 
-/// The IPv4 fields of an untagged IPv4 frame whose first bytes are `head`;
-/// None for anything else (too short for the IPv4 header included).
+/// The fields of an untagged IPv6 frame's fixed header (`ports` only for
+/// next header TCP: an extension header hides them).
+fn parse_l3_v6(head: &[u8]) -> Option<L3> {
+    let ip = head.get(ETH_HLEN..ETH_HLEN + IPV6_HLEN)?;
+    if ip[0] >> 4 != 6 {
+        return None;
+    }
+    let mut src = [0u8; 16];
+    let mut dst = [0u8; 16];
+    src.copy_from_slice(&ip[8..24]);
+    dst.copy_from_slice(&ip[24..40]);
+    let proto = ip[6];
+    let ports = match head.get(ETH_HLEN + IPV6_HLEN..ETH_HLEN + IPV6_HLEN + 4) {
+        Some(l4) if proto == IPPROTO_TCP as u8 => Some((
+            u16::from_be_bytes([l4[0], l4[1]]),
+            u16::from_be_bytes([l4[2], l4[3]]),
+        )),
+        _ => None,
+    };
+    Some(L3 {
+        v6: true,
+        src,
+        dst,
+        proto,
+        ports,
+        frag: false,
+    })
+}
+
+/// The IP fields of an untagged IPv4 or IPv6 frame whose first bytes are
+/// `head`; None for anything else (too short for the IP header included).
 pub fn parse_l3(head: &[u8]) -> Option<L3> {
+    if head.get(12..14)? == ETH_P_IPV6.to_be_bytes() {
+        return parse_l3_v6(head);
+    }
     if head.get(12..14)? != [0x08, 0x00] {
         return None;
     }
@@ -54,8 +89,9 @@ pub fn parse_l3(head: &[u8]) -> Option<L3> {
         _ => None,
     };
     Some(L3 {
-        src,
-        dst,
+        v6: false,
+        src: ipv4_mapped(src),
+        dst: ipv4_mapped(dst),
         proto,
         ports,
         frag,
@@ -63,19 +99,24 @@ pub fn parse_l3(head: &[u8]) -> Option<L3> {
 }
 
 /// The RSS hash and its `RSS_TYPE_*` of a frame (`l3` = its parse): the
-/// 4-tuple of unfragmented TCP, the addresses of other IPv4, none else.
+/// 4-tuple of unfragmented TCP, the addresses of other IPv4; for IPv6 the
+/// 4-tuple of TCP (no extension header), else the addresses; none else.
 pub fn rss_hash(key: &[u8; RSS_KEY_LEN], l3: Option<&L3>) -> (u32, u16) {
     let Some(l) = l3 else {
         return (0, RSS_TYPE_NONE);
     };
-    match l.ports {
-        Some((sp, dp)) if l.proto == IPPROTO_TCP as u8 => {
-            (hash_tcp4(key, l.src, l.dst, sp, dp), RSS_TYPE_TCP4)
+    let tcp_ports = l.ports.filter(|_| l.proto == IPPROTO_TCP as u8);
+    match (l.v6, tcp_ports) {
+        (true, Some((sp, dp))) => (hash_tcp6(key, l.src, l.dst, sp, dp), RSS_TYPE_TCP6),
+        (true, None) => (hash_ipv6(key, l.src, l.dst), RSS_TYPE_IPV6),
+        (false, Some((sp, dp))) => {
+            let (s, d) = (v4_of_mapped(l.src), v4_of_mapped(l.dst));
+            (hash_tcp4(key, s, d, sp, dp), RSS_TYPE_TCP4)
         }
-        _ => {
+        (false, None) => {
             let mut input = [0u8; 8];
-            input[..4].copy_from_slice(&l.src);
-            input[4..].copy_from_slice(&l.dst);
+            input[..4].copy_from_slice(&v4_of_mapped(l.src));
+            input[4..].copy_from_slice(&v4_of_mapped(l.dst));
             (toeplitz(key, &input), RSS_TYPE_IPV4)
         }
     }
@@ -94,10 +135,14 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// True if the rule matches the frame `l3` (None: not untagged IPv4).
+    /// True if the rule matches the frame `l3` (None: not untagged IP).
+    /// Rules are IPv4-only: an IPv6 frame matches none (§15).
     pub fn matches(&self, l3: Option<&L3>) -> bool {
-        let Some(l) = l3 else { return false };
-        let m32 = |(v, m): (u32, u32), x: [u8; 4]| u32::from_be_bytes(x) & m == v & m;
+        let Some(l) = l3.filter(|l| !l.v6) else {
+            return false;
+        };
+        let m32 =
+            |(v, m): (u32, u32), x: [u8; 16]| u32::from_be_bytes(v4_of_mapped(x)) & m == v & m;
         let ports_ok = if self.sport.1 == 0 && self.dport.1 == 0 {
             true
         } else {

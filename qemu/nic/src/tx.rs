@@ -15,11 +15,11 @@ use zeronic_hw::desc::*;
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 
-use crate::csum::{pseudo_v4, Csum};
+use crate::csum::{pseudo_tcp, Csum};
 use crate::device::Device;
 use crate::frame::{
-    max_frame_len, parse_tcp4, set_ipv4_csum, Frame, PendingCsum, Tail, Tcp4, ETH_HLEN, TCP_FIN,
-    TCP_PSH,
+    max_frame_len, parse_tcp, set_ipv4_csum, Frame, PendingCsum, Tail, Tcp, ETH_HLEN, ETH_P_IPV4,
+    ETH_P_IPV6, IPV6_HLEN, TCP_FIN, TCP_PSH,
 };
 use crate::mem::GuestMem;
 use crate::mr::{MrTable, NEED_TX};
@@ -69,10 +69,10 @@ enum PaySrc {
 
 /// A checked merge send or plain TSO send.
 struct Merge {
-    /// Host header; IPv4 length, id and checksum, TCP seq and checksum are
-    /// rewritten per segment.
+    /// Host header; IPv4 length, id and checksum (IPv6: payload length),
+    /// TCP seq and checksum are rewritten per segment.
     hdr: Vec<u8>,
-    t: Tcp4,
+    t: Tcp,
     ip_id: u16,
     mss: u64,
     pay: u64,
@@ -242,20 +242,14 @@ impl Device {
             return;
         }
         for f in out {
-            let Ok(Some(t)) = parse_tcp4(&f.head, f.len()) else {
+            let Ok(Some(t)) = parse_tcp(&f.head, f.len()) else {
                 continue;
             };
             if !t.is_plain_ack() {
                 continue;
             }
             // CAST: ports are < MAX_PORTS.
-            let key = (
-                p as u16,
-                u32::from_be_bytes(t.src),
-                t.sport,
-                u32::from_be_bytes(t.dst),
-                t.dport,
-            );
+            let key = (p as u16, t.src, t.sport, t.dst, t.dport);
             if let Some(flow) = self.flows.lookup(&key).and_then(|i| self.flows.get_mut(i)) {
                 flow.learn_ack(t.ack, t.win);
             }
@@ -322,7 +316,13 @@ fn build_plain(d: &TxDesc, mem: &GuestMem, mtu: u32) -> Result<Frame, u16> {
         }
         let mut c = Csum::default();
         c.add(&f[start..]);
-        f[field..field + 2].copy_from_slice(&c.finish().to_le_bytes());
+        // A result of 0 goes out as 0xffff (skb_checksum_help() does so;
+        // UDP over IPv6 must not carry 0, §15).
+        let v = match c.finish() {
+            0 => 0xffff,
+            v => v,
+        };
+        f[field..field + 2].copy_from_slice(&v.to_le_bytes());
     }
     Ok(Frame::owned(f))
 }
@@ -333,11 +333,11 @@ fn check_merge(d: &TxDesc, mem: &GuestMem, mrs: &MrTable, mtu: u32) -> Result<Me
     }
     let mut hdr = vec![0u8; d.buf_len as usize];
     mem.read(d.buf_addr, &mut hdr).map_err(|_| ST_DMA)?;
-    // The host's IP total length is ignored (rewritten per segment): parse
+    // The host's IP length is ignored (rewritten per segment): parse
     // the header as a payload-less packet.
-    let l = (hdr.len() - ETH_HLEN) as u16;
-    hdr[ETH_HLEN + 2..ETH_HLEN + 4].copy_from_slice(&l.to_be_bytes());
-    let t = match parse_tcp4(&hdr, hdr.len()) {
+    let l = hdr.len() - ETH_HLEN;
+    set_ip_len(&mut hdr, l)?;
+    let t = match parse_tcp(&hdr, hdr.len()) {
         Ok(Some(t)) if t.pay_off() == hdr.len() => t,
         _ => return Err(ST_MALFORMED),
     };
@@ -357,7 +357,7 @@ fn check_merge(d: &TxDesc, mem: &GuestMem, mrs: &MrTable, mtu: u32) -> Result<Me
 fn segmented(
     d: &TxDesc,
     hdr: Vec<u8>,
-    t: Tcp4,
+    t: Tcp,
     pay: u64,
     mtu: u32,
     src: PaySrc,
@@ -383,7 +383,12 @@ fn segmented(
     if nseg > u16::MAX as u64 {
         return Err(ST_BAD_DESC);
     }
-    let ip_id = u16::from_be_bytes([hdr[ETH_HLEN + 4], hdr[ETH_HLEN + 5]]);
+    // IPv6 has no identification.
+    let ip_id = if t.v6 {
+        0
+    } else {
+        u16::from_be_bytes([hdr[ETH_HLEN + 4], hdr[ETH_HLEN + 5]])
+    };
     Ok(Merge {
         hdr,
         t,
@@ -395,6 +400,25 @@ fn segmented(
         src,
         tag: None,
     })
+}
+
+/// Writes `l`, the length of the IP packet after the Ethernet header of
+/// the untagged `hdr`, as its IPv4 total length or IPv6 payload length
+/// (what the host wrote there is ignored). Other EtherTypes are left for
+/// the parser to refuse.
+fn set_ip_len(hdr: &mut [u8], l: usize) -> Result<(), u16> {
+    let (off, v) = match hdr.get(12..14) {
+        Some(e) if e == ETH_P_IPV4.to_be_bytes() => (2, l),
+        Some(e) if e == ETH_P_IPV6.to_be_bytes() => {
+            (4, l.checked_sub(IPV6_HLEN).ok_or(ST_MALFORMED)?)
+        }
+        _ => return Ok(()),
+    };
+    let v = u16::try_from(v).map_err(|_| ST_MALFORMED)?;
+    hdr.get_mut(ETH_HLEN + off..ETH_HLEN + off + 2)
+        .ok_or(ST_MALFORMED)?
+        .copy_from_slice(&v.to_be_bytes());
+    Ok(())
 }
 
 /// `TX_OP_PLAIN` with `TXF_TSO`: the frame is one Ethernet II + IPv4 + TCP
@@ -432,11 +456,9 @@ fn check_plain_tso(d: &TxDesc, mem: &GuestMem, mtu: u32) -> Result<Merge, u16> {
     if len < MIN_MERGE_HDR {
         return Err(ST_MALFORMED);
     }
-    // The host's IP total length is ignored: the frame's length rules.
-    // len <= MAX_TSO_FRAME keeps it within u16.
-    let l = (len - ETH_HLEN as u32) as u16;
-    hdr[ETH_HLEN + 2..ETH_HLEN + 4].copy_from_slice(&l.to_be_bytes());
-    let t = match parse_tcp4(&hdr, len as usize) {
+    // The host's IP length is ignored: the frame's length rules.
+    set_ip_len(&mut hdr, (len - ETH_HLEN as u32) as usize)?;
+    let t = match parse_tcp(&hdr, len as usize) {
         Ok(Some(t)) => t,
         _ => return Err(ST_MALFORMED),
     };
@@ -475,9 +497,15 @@ impl Merge {
         let l4 = t.l4_off();
         let hl = (t.ihl + t.thl) as u64;
         let ip = &mut h[ETH_HLEN..l4];
-        ip[2..4].copy_from_slice(&((hl + n) as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&self.ip_id.wrapping_add(i as u16).to_be_bytes());
-        set_ipv4_csum(ip);
+        if t.v6 {
+            // Payload length: TCP header + segment (mss + headers fit the
+            // MTU, checked). No identification, no header checksum.
+            ip[4..6].copy_from_slice(&((t.thl as u64 + n) as u16).to_be_bytes());
+        } else {
+            ip[2..4].copy_from_slice(&((hl + n) as u16).to_be_bytes());
+            ip[4..6].copy_from_slice(&self.ip_id.wrapping_add(i as u16).to_be_bytes());
+            set_ipv4_csum(ip);
+        }
         let seq = t.seq.wrapping_add(off as u32);
         h[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
         if i + 1 < self.nseg {
@@ -485,7 +513,7 @@ impl Merge {
         }
         h[l4 + 16] = 0;
         h[l4 + 17] = 0;
-        let mut c = pseudo_v4(t.src, t.dst, (t.thl as u64 + n) as u16);
+        let mut c = pseudo_tcp(t, t.thl + n as usize);
         c.add(&h[l4..]);
         // The checksum field's offset in the frame that leaves.
         let mut field = l4 + 16;

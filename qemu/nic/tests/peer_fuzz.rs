@@ -1037,9 +1037,9 @@ impl Peer {
             let (port, src, sport, dst, dport) = TUPLES[t];
             let key = (
                 port as u16,
-                u32::from_be_bytes(dst),
+                zeronic_hw::net::ipv4_mapped(dst),
                 dport,
-                u32::from_be_bytes(src),
+                zeronic_hw::net::ipv4_mapped(src),
                 sport,
             );
             let idx = d.flows.lookup(&key);
