@@ -5,15 +5,18 @@
 # side is zn0 in netns zn-a, the remote side zn1's netns zn-b
 # (REMOTE_TYPE=netns), over IPv4 and IPv6. Two-port topology.
 #
-# Run as drv_net_<name>.sh (symlinks to this file) for <name>.py. The
-# test's own KTAP is this program's output, so each of its cases counts as
-# a pass, a failure or a skip; why the expected skips happen is in
+# Run as drv_net_<name>.sh (symlinks to this file) for <name>.py; a double
+# underscore in <name> is a directory separator (drv_net_hw__irq.sh runs
+# hw/irq.py). The test's own KTAP is this program's output, so each of its
+# cases counts as a pass, a failure or a skip; why the expected skips happen is in
 # docs/testing.md ("The kernel's driver tests").
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/net_lib.sh"
 
 name=$(basename "$0" .sh)
-test=${name#drv_net_}.py
+# drv_net_hw__irq.sh runs hw/irq.py.
+test=${name#drv_net_}
+test=${test//__//}.py
 dir=$ZN_KDIR/tools/testing/selftests/drivers/net
 # The IPv6 addresses of the link (the topology sets up IPv4 only).
 V6_A=fd90::1
@@ -55,6 +58,11 @@ echo "# ethtool: ${eth:-none in PATH} ($(${eth:-false} --version 2>/dev/null))"
 # Idempotent: every drv_net_*.sh of a boot shares the link.
 zn_in a ip -6 addr replace "$V6_A/64" dev "$ZN_IF_A" nodad
 zn_in b ip -6 addr replace "$V6_B/64" dev "$ZN_IF_B" nodad
+
+# Every queue pair the NIC serves (the multi-queue cases need two or more;
+# the default is one per CPU).
+zn_in a ethtool -L "$ZN_IF_A" combined "$(zn_in a ethtool -l "$ZN_IF_A" |
+	awk '/^Combined:/ {print $2; exit}')" 2>/dev/null || true
 
 export NETIF=$ZN_IF_A LOCAL_V4=$ZN_ADDR_A REMOTE_V4=$ZN_ADDR_B \
 	LOCAL_V6=$V6_A REMOTE_V6=$V6_B REMOTE_TYPE=netns REMOTE_ARGS=$ZN_NS_B \

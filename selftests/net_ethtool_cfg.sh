@@ -58,19 +58,66 @@ expect() { [ "$2" = "$3" ] || { echo "$1: got '$2', want '$3'"; return 1; }; }
 refused() { ! "$@" >/dev/null 2>&1 || { echo "accepted: $*"; return 1; }; }
 pings() { zn_in a ping -c "${1:-5}" -i 0.2 -W 2 "$ZN_ADDR_B" >/dev/null || { echo "pings failed"; return 1; }; }
 
+# REG_MAX_QP (hardware spec, Appendix A): queue pairs per port the NIC serves.
+MAX_QP_REG=0x038
+# qp_stat QP SLOT: a queue pair's QSTAT_* counter of port 0 (qp_block(0, qp)
+# + QP_STATS = 0x2000 + 0x200 qp + 0x100; slot 0 = QSTAT_RX_PACKETS).
+qp_stat() {
+	python3 - "$ZN_PCI/resource2" $((0x2000 + 0x200 * $1 + 0x100 + 8 * $2)) <<'PY'
+import mmap, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+m = mmap.mmap(fd, 0x10000, mmap.MAP_SHARED, mmap.PROT_READ)
+print(struct.unpack_from("<Q", m, int(sys.argv[2]))[0])
+PY
+}
+# napis: "NAPI-ID IRQ" of each NAPI of side a's port, one per line.
+napis() {
+	local ifindex
+	ifindex=$(zn_in a cat "/sys/class/net/$ZN_IF_A/ifindex")
+	ynl netdev dump napi-get "{\"ifindex\": $ifindex}" | python3 -c '
+import json, sys
+for n in json.load(sys.stdin):
+    print(n["id"], n.get("irq", "none"))'
+}
 channels() {
-	local out
+	local out max n rx0 rx1 q1 i
 	out=$(ynl ethtool do channels-get "{$HDR}") || return 1
 	echo "$out"
-	for k in rx-max tx-max other-max rx-count tx-count other-count; do
-		expect "$k" "$(get "$k" <<<"$out")" 1 || return 1
+	max=$(reg $MAX_QP_REG)
+	[ "$max" -ge 2 ] || { echo "the NIC serves $max queue pairs per port (the harness gives it vectors for 2)"; return 1; }
+	expect combined-max "$(get combined-max <<<"$out")" "$max" || return 1
+	expect other-max "$(get other-max <<<"$out")" 1 || return 1
+	expect other-count "$(get other-count <<<"$out")" 1 || return 1
+	n=$(get combined-count <<<"$out")
+	# One per CPU by default, at most what the NIC serves.
+	expect combined-count "$n" "$(( $(nproc) < max ? $(nproc) : max ))" || return 1
+	refused zn_in a ethtool -L "$ZN_IF_A" other 0 || return 1
+	refused zn_in a ethtool -L "$ZN_IF_A" rx 1 tx 1 combined 0 || return 1
+	refused zn_in a ethtool -L "$ZN_IF_A" combined $((max + 1)) || return 1
+	zn_in a ethtool -L "$ZN_IF_A" combined "$max" || return 1
+	expect queues "$(zn_in a ls "/sys/class/net/$ZN_IF_A/queues" | grep -c '^rx-')" "$max" || return 1
+	# One NAPI per queue pair, each with its RX vector's IRQ.
+	out=$(napis) || return 1
+	echo "$out"
+	expect napis "$(wc -l <<<"$out")" "$max" || return 1
+	! grep -q ' none$' <<<"$out" || { echo "a NAPI reports no IRQ"; return 1; }
+	# RSS spreads connections over the queue pairs: 16 short TCP
+	# connections to different ports reach queue pair 1 too.
+	rx0=$(qp_stat 0 0) rx1=$(qp_stat 1 0)
+	for i in $(seq 1 16); do
+		zn_in a timeout 10 bash -c "exec 3<>/dev/tcp/$ZN_ADDR_B/$((6000 + i))" 2>/dev/null || true
 	done
-	expect combined-max "$(get combined-max <<<"$out")" "" || return 1
-	zn_in a ethtool -L "$ZN_IF_A" rx 1 tx 1 || return 1
-	refused zn_in a ethtool -L "$ZN_IF_A" other 0 &&
-		refused zn_in a ethtool -L "$ZN_IF_A" combined 1
+	pings 5 || return 1
+	q1=$(( $(qp_stat 1 0) - rx1 ))
+	echo "frames on queue pair 0: $(( $(qp_stat 0 0) - rx0 )), on queue pair 1: $q1"
+	[ "$q1" -gt 0 ] || { echo "nothing was steered to queue pair 1"; return 1; }
+	zn_in a ethtool -L "$ZN_IF_A" combined 1 || return 1
+	expect queues "$(zn_in a ls "/sys/class/net/$ZN_IF_A/queues" | grep -c '^rx-')" 1 || return 1
+	expect napis "$(napis | wc -l)" 1 || return 1
+	pings 5 || return 1
+	zn_in a ethtool -L "$ZN_IF_A" combined "$n"
 }
-zn_case "ethtool -l: one RX, one TX, one other channel; -L cannot remove any" channels
+zn_case "ethtool -l/-L: combined channels are queue pairs, each with its NAPI and IRQ; RSS uses them" channels
 
 ring_sizes() {
 	local rx tx max
@@ -174,7 +221,11 @@ print(*s["rx"], *s["tx"])'
 		END {print rp + 0, rb + 0, tp + 0, tb + 0}'
 }
 qstats() {
-	local out i
+	local out i n
+	# Every queue pair active: the per-queue dump covers active queues
+	# only (the device's total adds the base statistics of the others).
+	n=$(zn_in a ethtool -l "$ZN_IF_A" | awk '/^Combined:/ {print $2}' | tail -n1)
+	zn_in a ethtool -L "$ZN_IF_A" combined "$(reg $MAX_QP_REG)" || return 1
 	pings 10 || return 1
 	# Quiet link: retry while a stray frame (neighbour discovery) lands
 	# between two reads.
@@ -184,6 +235,7 @@ qstats() {
 		zn_nap 0.5
 	done
 	paste -d' ' <(printf '%s\n' "qstats:" "queues:" "ip -s link:" "ethtool -S:") - <<<"$out"
+	zn_in a ethtool -L "$ZN_IF_A" combined "$n" || return 1
 	[ "$(sort -u <<<"$out" | wc -l)" = 1 ] || { echo "the four sources disagree"; return 1; }
 	[ "$(cut -d' ' -f1 <<<"$out" | head -n1)" -ge 10 ] || { echo "too few packets counted"; return 1; }
 }

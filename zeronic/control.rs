@@ -235,6 +235,8 @@ pub(crate) struct Identity {
     pub(crate) flow_capacity: u32,
     /// Receive segments per flow.
     pub(crate) ms_per_flow: u32,
+    /// Queue pairs per port (`REG_MAX_QP` with `CAP_MULTI_QUEUE`, else 1).
+    pub(crate) max_qp: u32,
 }
 
 /// How far the NIC got; decides what happens to memory it was handed.

@@ -96,6 +96,7 @@ fn read_identity(pdev: &pci::Device<Core<'_>>, r: &Regs<'_>) -> Result<Identity>
         mr_capacity: r.reg32::<{ regs::REG_MR_CAPACITY }>(),
         flow_capacity: r.reg32::<{ regs::REG_FLOW_CAPACITY }>(),
         ms_per_flow: r.reg32::<{ regs::REG_MS_PER_FLOW }>(),
+        max_qp: 1,
     };
     if id.version >> 16 != regs::ZN_VERSION_MAJOR {
         dev_err!(
@@ -130,6 +131,20 @@ fn read_identity(pdev: &pci::Device<Core<'_>>, r: &Regs<'_>) -> Result<Identity>
     if id.max_mtu < kernel::net::dev::ETH_MIN_MTU || id.max_mtu > regs::MAX_MTU {
         dev_err!(pdev, "ZeroNIC reports max MTU {}\n", id.max_mtu);
         return Err(EINVAL);
+    }
+    let mut id = id;
+    if id.caps & regs::CAP_MULTI_QUEUE != 0 {
+        let max_qp = r.reg32::<{ regs::REG_MAX_QP }>();
+        if max_qp == 0 || max_qp > regs::MAX_QP {
+            dev_err!(
+                pdev,
+                "ZeroNIC reports {} queue pairs per port (1..={} valid)\n",
+                max_qp,
+                regs::MAX_QP
+            );
+            return Err(EINVAL);
+        }
+        id.max_qp = max_qp;
     }
     Ok(id)
 }
@@ -226,8 +241,9 @@ impl<'bound> ZeroNicDevice<'bound> {
         control.enable()?;
         events.enable()?;
 
-        // Vectors start masked; a port unmasks its own when it opens.
-        let nvec = 1 + 2 * identity.ports;
+        // Vectors start masked; a port unmasks its own when it opens. Queue
+        // pair 0 of each port has two, every other queue pair one (§14).
+        let nvec = 1 + 2 * identity.ports + (identity.max_qp - 1) * identity.ports;
         {
             let r = nic.get()?;
             for v in 0..regs::MAX_VECTORS {
@@ -260,27 +276,75 @@ impl<'bound> ZeroNicDevice<'bound> {
             c"zeronic-async",
             Vector::Async(events),
         )?;
+        // The Linux IRQ of each queue pair's RX vector, per port.
+        let mut port_irqs = [[None; regs::MAX_QP as usize]; regs::MAX_PORTS as usize];
         for p in 0..identity.ports {
-            for (v, name) in [
-                (regs::vec_rx(p), c"zeronic-rx"),
-                (regs::vec_tx(p), c"zeronic-tx"),
-            ] {
-                let handler = Vector::Port {
-                    regs: nic.clone(),
-                    ports: slots.clone(),
-                    port: p,
-                    vector: v,
+            for qp in 0..identity.max_qp {
+                let rx = regs::vec_qp_rx(identity.ports, p, qp);
+                let tx = regs::vec_qp_tx(identity.ports, p, qp);
+                let rx_name = if qp == 0 {
+                    c"zeronic-rx"
+                } else {
+                    c"zeronic-txrx"
                 };
-                this.request_irq(vectors, v, name, handler)?;
+                let irq = this.request_irq(
+                    vectors,
+                    rx,
+                    rx_name,
+                    Vector::Port {
+                        regs: nic.clone(),
+                        ports: slots.clone(),
+                        port: p,
+                        qp,
+                        vector: rx,
+                        rx: true,
+                    },
+                )?;
+                if tx != rx {
+                    this.request_irq(
+                        vectors,
+                        tx,
+                        c"zeronic-tx",
+                        Vector::Port {
+                            regs: nic.clone(),
+                            ports: slots.clone(),
+                            port: p,
+                            qp,
+                            vector: tx,
+                            rx: false,
+                        },
+                    )?;
+                }
+                // CAST: `p < MAX_PORTS`, `qp < MAX_QP`, checked at
+                // identification.
+                if let Some(slot) = port_irqs
+                    .get_mut(p as usize)
+                    .and_then(|ps| ps.get_mut(qp as usize))
+                {
+                    *slot = Some(irq);
+                }
             }
         }
 
+        // One zero page for every queue pair of every port (duplicates'
+        // payload is read from it, never written).
+        let zero = Arc::new(Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?, GFP_KERNEL)?;
         for p in 0..identity.ports {
-            let zero = Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?;
+            // CAST: `p < MAX_PORTS`.
+            let irqs = port_irqs.get(p as usize).copied().unwrap_or_default();
             let mut b = Builder::new(
-                1,
-                1,
-                Port::new(p, bpdev, nic.clone(), control.clone(), zero),
+                identity.max_qp,
+                identity.max_qp,
+                Port::new(
+                    p,
+                    identity.ports,
+                    identity.max_qp,
+                    irqs,
+                    bpdev,
+                    nic.clone(),
+                    control.clone(),
+                    zero.clone(),
+                ),
             )?;
             b.set_name(IFNAME)?;
             // CAST: `p < MAX_PORTS` (2).
@@ -292,11 +356,15 @@ impl<'bound> ZeroNicDevice<'bound> {
                 kernel::net::dev::ETH_MIN_MTU,
                 max_mtu,
             )?;
-            // SG and TSO serve the zero-copy sends only (`features_check`).
-            let features = Features::HW_CSUM | Features::RXCSUM | Features::SG | Features::TSO;
+            // SG and TSO: zero-copy merge sends and plain TSO sends, each
+            // only where the NIC can (`features_check`).
+            let features = Features::HW_CSUM
+                | Features::RXCSUM
+                | Features::SG
+                | Features::TSO
+                | Features::TSO6;
             b.set_features(features, features);
             b.set_parent(bpdev.as_ref());
-            b.data().napi.add(&b)?;
             // No link until the port opens and the NIC says so; starting
             // from "off" makes that first carrier_on() move operstate to UP.
             b.carrier_off();
@@ -329,14 +397,16 @@ impl<'bound> ZeroNicDevice<'bound> {
         Ok(this)
     }
 
+    /// Requests vector `vector` with `handler`; returns its Linux IRQ.
     fn request_irq(
         &mut self,
         vectors: pci::ManagedIrqVectors<'bound>,
         vector: u32,
         name: &'static CStr,
         handler: Vector,
-    ) -> Result {
+    ) -> Result<u32> {
         let request = vectors.index(usize::try_from(vector)?)?;
+        let irq = request.irq();
         // SAFETY: The registration is stored in `self.irqs` and dropped, never
         // forgotten, in `Drop` or when `self` is dropped on a probe error.
         let reg = KBox::pin_init(
@@ -351,7 +421,7 @@ impl<'bound> ZeroNicDevice<'bound> {
             GFP_KERNEL,
         )?;
         self.irqs.push(reg, GFP_KERNEL)?;
-        Ok(())
+        Ok(irq)
     }
 }
 

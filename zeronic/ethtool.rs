@@ -5,9 +5,11 @@
 //! The port's `NetDeviceOps` (`port.rs`) answers ethtool through the
 //! functions here, which hold the mapping and its checks:
 //!
-//! - channels (`ethtool -l`): one RX channel (vector `vec_rx(p)`: RX
-//!   completions and the header queue), one TX channel (`vec_tx(p)`) and one
-//!   other (`VEC_ASYNC`: commands and events, shared by the ports); fixed.
+//! - channels (`ethtool -l`/`-L`): one combined channel per active queue
+//!   pair (hardware spec §14: its TX, RX and header queues and its NAPI),
+//!   from 1 to the NIC's `REG_MAX_QP` (as many as its MSI-X vectors allow),
+//!   and one other (`VEC_ASYNC`: commands and events, shared by the ports).
+//!   Queue pair 0 has an RX and a TX vector, the others one vector each.
 //! - rings (`ethtool -g`/`-G`): entries of the RX and TX rings, a power of two
 //!   up to [`max_slots`] for the MTU; `tcp-data-split` says whether flows may
 //!   be attached to the port; `hds-thresh` is 0, the only value the NIC has
@@ -70,6 +72,9 @@ pub(crate) struct PortConfig {
     pub(crate) tx_itr: Itr,
     /// `rx-cqe-frames` asked for; `None`: the NIC's default limit.
     pub(crate) cqe_frames: Option<u32>,
+    /// Combined channels asked for (`ethtool -L combined`); `None`: one per
+    /// CPU, at most what the NIC serves ([`default_channels`]).
+    pub(crate) combined: Option<u32>,
 }
 
 impl PortConfig {
@@ -92,42 +97,59 @@ impl PortConfig {
                 entries: 32,
             },
             cqe_frames: None,
+            combined: None,
         }
+    }
+
+    /// Queue pairs to bring up on a NIC serving `max_qp` per port.
+    pub(crate) fn queue_pairs(&self, max_qp: u32) -> u32 {
+        self.combined
+            .unwrap_or_else(|| default_channels(max_qp))
+            .clamp(1, max_qp.max(1))
     }
 }
 
 // ---- Channels ---------------------------------------------------------------
 
-/// A port's channels: its RX and TX vectors and the shared async vector.
-const CHANNELS: ChannelCounts = ChannelCounts {
-    rx: 1,
-    tx: 1,
-    other: 1,
-    combined: 0,
-};
+/// Combined channels of a port nobody configured: one per CPU (more queues
+/// than CPUs only add interrupts), at most `max_qp`.
+pub(crate) fn default_channels(max_qp: u32) -> u32 {
+    kernel::cpu::nr_cpu_ids().clamp(1, max_qp.max(1))
+}
 
-/// `ethtool -l`: the channels are what the NIC has, and fixed.
-pub(crate) fn channels() -> Channels {
+/// `ethtool -l`: `active` combined channels of at most `max_qp`, and the
+/// shared async vector.
+pub(crate) fn channels(active: u32, max_qp: u32) -> Channels {
     Channels {
-        max: CHANNELS,
-        current: CHANNELS,
+        max: ChannelCounts {
+            rx: 0,
+            tx: 0,
+            other: 1,
+            combined: max_qp,
+        },
+        current: ChannelCounts {
+            rx: 0,
+            tx: 0,
+            other: 1,
+            combined: active,
+        },
     }
 }
 
-/// `ethtool -L`: the core has checked the counts against the maxima (which
-/// are the current counts), so only fewer channels can be asked for here.
+/// `ethtool -L`: the combined channels asked for. The core has checked the
+/// counts against the maxima and that some channel receives and some
+/// transmits, so only `other` (the async vector, which cannot be turned
+/// off) and separate RX or TX channels, which the NIC does not have, are
+/// left to refuse.
 ///
 /// # Errors
 ///
-/// - `EINVAL` if `counts` differs from the fixed channels.
-pub(crate) fn set_channels(counts: &ChannelCounts) -> Result {
-    if *counts == CHANNELS {
-        Ok(())
-    } else {
-        // One vector per direction and port, and the async vector, are what
-        // the NIC raises; none can be turned off.
-        Err(EINVAL)
+/// - `EINVAL` for `other` other than 1, or separate RX or TX channels.
+pub(crate) fn set_channels(counts: &ChannelCounts) -> Result<u32> {
+    if counts.other != 1 || counts.rx != 0 || counts.tx != 0 || counts.combined == 0 {
+        return Err(EINVAL);
     }
+    Ok(counts.combined)
 }
 
 // ---- Rings ------------------------------------------------------------------
@@ -304,6 +326,7 @@ pub(crate) fn set_coalesce(
         } else {
             Some(c.rx_cqe_frames)
         },
+        combined: cfg.combined,
     })
 }
 
@@ -331,6 +354,33 @@ mod tests {
         // SAFETY: A null extended ACK is valid: messages are only traced.
         let mut extack = unsafe { ExtAck::from_raw(core::ptr::null_mut()) };
         itr_from(usecs, frames, &RX_WORDS, &mut extack).ok()
+    }
+
+    /// `-L` takes combined channels only, and the count asked for is used
+    /// within what the NIC serves; unset, one per CPU.
+    #[test]
+    fn channels_are_queue_pairs() {
+        let c = |rx, tx, other, combined| ChannelCounts {
+            rx,
+            tx,
+            other,
+            combined,
+        };
+        assert_eq!(set_channels(&c(0, 0, 1, 2)), Ok(2));
+        assert_eq!(set_channels(&c(0, 0, 0, 2)), Err(EINVAL));
+        assert_eq!(set_channels(&c(1, 1, 1, 0)), Err(EINVAL));
+        assert_eq!(set_channels(&c(0, 0, 1, 0)), Err(EINVAL));
+        let mut cfg = PortConfig::new();
+        assert_eq!(cfg.queue_pairs(4), default_channels(4));
+        assert!((1..=4).contains(&default_channels(4)));
+        assert_eq!(cfg.queue_pairs(1), 1);
+        cfg.combined = Some(3);
+        assert_eq!(cfg.queue_pairs(8), 3);
+        assert_eq!(cfg.queue_pairs(2), 2);
+        let ch = channels(2, 4);
+        assert_eq!(ch.max.combined, 4);
+        assert_eq!(ch.current.combined, 2);
+        assert_eq!(ch.current.other, 1);
     }
 
     /// Every `*-frames`/`*-usecs` pair the NIC can do reads back as set.

@@ -29,5 +29,9 @@ pub(crate) mod net;
 pub(crate) mod regs;
 
 #[expect(unreachable_pub, dead_code)]
+#[path = "../hw/src/rss.rs"]
+pub(crate) mod rss;
+
+#[expect(unreachable_pub, dead_code)]
 #[path = "../hw/src/status.rs"]
 pub(crate) mod status;

@@ -4,9 +4,10 @@
 //!
 //! Vector `VEC_ASYNC` carries events (link changes, queue errors, fatal
 //! errors) and command completions; commands are completed by polling (see
-//! `control.rs`), so this handler only drains the event queue. Each port has
-//! an RX and a TX vector; both mask themselves and schedule the port's NAPI,
-//! which unmasks them when it completes (hardware spec §7).
+//! `control.rs`), so this handler only drains the event queue. Queue pair 0
+//! of each port has an RX and a TX vector, every other queue pair one
+//! (hardware spec §14); each masks itself and schedules its queue pair's
+//! NAPI, which unmasks it when it completes (hardware spec §7).
 
 use kernel::{
     irq::{
@@ -96,7 +97,7 @@ impl Events {
         );
         for slot in self.ports.iter() {
             if let Some(port) = slot.as_ref() {
-                port.stop_queue();
+                port.data().stop_queues(port);
                 port.carrier_off();
             }
         }
@@ -174,12 +175,15 @@ impl Drop for Events {
 pub(crate) enum Vector {
     /// `VEC_ASYNC`.
     Async(Events),
-    /// An RX or TX vector of a port.
+    /// A vector of queue pair `qp` of a port: its RX vector (`rx`), or
+    /// queue pair 0's TX vector.
     Port {
         regs: Arc<NicRegs>,
         ports: Arc<PortSlots>,
         port: u32,
+        qp: u32,
         vector: u32,
+        rx: bool,
     },
 }
 
@@ -195,7 +199,9 @@ impl Handler for Vector {
                 regs,
                 ports,
                 port,
+                qp,
                 vector,
+                rx,
             } => {
                 // CAST: u32 -> usize; `port < MAX_PORTS`, checked at probe.
                 let Some(netdev) = ports.get(*port as usize).and_then(|p| p.as_ref()) else {
@@ -207,8 +213,11 @@ impl Handler for Vector {
                         let _ = r.set_vector32::<{ regs::VEC_MASK }>(v, 1);
                     }
                 }
-                let napi = &netdev.data().napi;
-                napi.data().stats.prof.irq(*vector == regs::vec_rx(*port));
+                let port = netdev.data();
+                let Some(napi) = port.get_ref().queue_pair(*qp) else {
+                    return IrqReturn::None;
+                };
+                napi.data().stats.prof.irq(*rx);
                 napi.schedule();
             }
         }

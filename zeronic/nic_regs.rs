@@ -19,7 +19,10 @@ use kernel::{
     }, //
 };
 
-use crate::hw::regs;
+use crate::hw::{
+    regs,
+    rss, //
+};
 
 /// Size of ivshmem's BAR0 register block.
 pub(crate) const BAR0_SIZE: usize = 256;
@@ -113,9 +116,9 @@ pub(crate) enum PortQueue {
     Header,
 }
 
-/// The register block of one port (`regs::PORT_*`), its queues' blocks and
-/// its statistics; made by [`PortRegs::new`], which checks the port exists
-/// in the register map.
+/// The register block of one port (`regs::PORT_*`) and its statistics
+/// (its queue pairs' blocks are [`QueuePairRegs`]); made by
+/// [`PortRegs::new`], which checks the port exists in the register map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PortRegs(usize);
 
@@ -137,17 +140,61 @@ impl PortRegs {
         }
         Ok(Self(regs::port_block(port)))
     }
+}
 
-    /// The block of the port's queue `q`.
+/// Offset of queue `q` from the first queue block of a queue pair (the
+/// same for every queue pair, hardware spec §14).
+const fn qp_offset(q: PortQueue) -> usize {
+    match q {
+        PortQueue::Tx => regs::QP_TXQ,
+        PortQueue::TxCompletion => regs::QP_TXCQ,
+        PortQueue::Rx => regs::QP_RXQ,
+        PortQueue::RxCompletion => regs::QP_RXCQ,
+        PortQueue::Header => regs::QP_HDRQ,
+    }
+}
+
+/// The queue blocks and statistics of one queue pair of a port (hardware
+/// spec §14; queue pair 0's queues are the port's own); made by
+/// [`QueuePairRegs::new`], which checks both numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QueuePairRegs {
+    /// BAR2 offset of the queue pair's first queue block.
+    queues: usize,
+    /// BAR2 offset of its statistics.
+    stats: usize,
+}
+
+// The last queue pair's queue blocks and statistics lie inside BAR2.
+const _: () = assert!(
+    regs::qp_queues(regs::MAX_PORTS - 1, regs::MAX_QP - 1) + regs::QP_HDRQ + regs::QUEUE_BLOCK_SIZE
+        <= regs::BAR2_SIZE
+);
+const _: () = assert!(
+    regs::qp_block(regs::MAX_PORTS - 1, regs::MAX_QP - 1) + regs::QP_STATS + 8 * regs::QSTAT_SLOTS
+        <= regs::BAR2_SIZE
+);
+
+impl QueuePairRegs {
+    /// Queue pair `qp` of port `port`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `port` is not below `regs::MAX_PORTS` or `qp` not below
+    ///   `regs::MAX_QP`.
+    pub(crate) fn new(port: u32, qp: u32) -> Result<Self> {
+        if port >= regs::MAX_PORTS || qp >= regs::MAX_QP {
+            return Err(EINVAL);
+        }
+        Ok(Self {
+            queues: regs::qp_queues(port, qp),
+            stats: regs::qp_block(port, qp) + regs::QP_STATS,
+        })
+    }
+
+    /// The block of the queue pair's queue `q`.
     pub(crate) fn queue(self, q: PortQueue) -> QueueRegs {
-        let off = match q {
-            PortQueue::Tx => regs::PORT_TXQ,
-            PortQueue::TxCompletion => regs::PORT_TXCQ,
-            PortQueue::Rx => regs::PORT_RXQ,
-            PortQueue::RxCompletion => regs::PORT_RXCQ,
-            PortQueue::Header => regs::PORT_HDRQ,
-        };
-        QueueRegs(self.0 + off)
+        QueueRegs(self.queues + qp_offset(q))
     }
 }
 
@@ -269,6 +316,39 @@ impl Regs<'_> {
             return Err(EINVAL);
         }
         (&*self.bar2).try_read64(p.0 + regs::PORT_STATS + 8 * slot)
+    }
+
+    /// Reads statistics slot `slot` (`regs::QSTAT_*`) of queue pair `qp`.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if `slot` is not below `regs::QSTAT_SLOTS`.
+    #[inline]
+    pub(crate) fn qp_stat(&self, qp: QueuePairRegs, slot: usize) -> Result<u64> {
+        if slot >= regs::QSTAT_SLOTS {
+            return Err(EINVAL);
+        }
+        (&*self.bar2).try_read64(qp.stats + 8 * slot)
+    }
+
+    /// Writes the 32-bit word at byte `off` of port `p`'s RSS key
+    /// (`PORT_RSS_KEY`) and indirection table (`PORT_RSS_TABLE`), which
+    /// follow each other.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL` if the word is not inside the key or the table, or not
+    ///   aligned.
+    #[inline]
+    pub(crate) fn set_port_rss32(&self, p: PortRegs, off: usize, val: u32) -> Result {
+        const START: usize = regs::PORT_RSS_KEY;
+        const END: usize = regs::PORT_RSS_TABLE + regs::RSS_TABLE_SIZE as usize;
+        const _: () = assert!(regs::PORT_RSS_KEY + rss::RSS_KEY_LEN <= regs::PORT_RSS_TABLE);
+        let at = START.checked_add(off).ok_or(EINVAL)?;
+        if at % 4 != 0 || at + 4 > END {
+            return Err(EINVAL);
+        }
+        (&*self.bar2).try_write32(val, p.0 + at)
     }
 
     /// Writes register `REG` (`regs::VEC_*`, checked at build time to lie

@@ -2,9 +2,14 @@
 
 //! One port of the NIC as a Linux network device (`zn0`, `zn1`, ...).
 //!
-//! [`Port`] is the net_device's private data: `open` allocates the rings for
-//! the current MTU and enables the port's queues on the NIC, `stop` reverses
-//! it, `start_xmit` and the NAPI poller live in [`Queues`]. Everything not
+//! [`Port`] is the net_device's private data: `open` allocates the rings of
+//! each active queue pair for the current MTU, enables their queues on the
+//! NIC and attaches their NAPIs (one per queue pair, numbered by it, on the
+//! queue pair's RX vector), `stop` reverses it; `start_xmit` and the NAPI
+//! poller live in [`Queues`]. RSS spreads received frames over the active
+//! queue pairs (the indirection table round-robin, as
+//! `ethtool_rxfh_indir_default()` does), and every frame carries the NIC's
+//! hash. Everything not
 //! offloaded to the NIC's zero-copy units flows through here, so two ports on
 //! the emulated wire form an ordinary Ethernet.
 
@@ -34,7 +39,11 @@ use kernel::{
             RtnlLinkStats64,
             XmitSkb, //
         },
-        napi::Napi,
+        napi::{
+            self,
+            Napi,
+            QueueKind, //
+        },
         netlink::ExtAck,
         skbuff::SkBuff,
     },
@@ -44,7 +53,10 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
-        atomic::Relaxed,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         Mutex, //
     },
@@ -58,12 +70,16 @@ use crate::{
     },
     flow::tx::SEND_OPS,
     hw::{
-        net::ETH_P_IPV4,
+        net::{
+            ETH_P_IPV4,
+            ETH_P_IPV6, //
+        },
         regs, //
     },
     nic_regs::{
         NicRegs,
         PortRegs,
+        QueuePairRegs,
         Regs,
         VectorRegs, //
     },
@@ -73,9 +89,16 @@ use crate::{
         ring_slots,
         Queues,
         RxRing,
+        Stats,
         TxRing, //
     },
 };
+
+/// The NAPI and data path of every queue pair a port may have.
+type QueuePairs = [Napi<Queues>; regs::MAX_QP as usize];
+
+/// The rings of one queue pair.
+type Rings = (TxRing, RxRing);
 
 /// Private data of a port's net_device.
 #[pin_data]
@@ -86,33 +109,91 @@ pub(crate) struct Port {
     pdev: ARef<pci::Device>,
     regs: Arc<NicRegs>,
     control: Arc<Control>,
-    /// What ethtool configured (ring sizes, moderation); taken under RTNL
-    /// only, never on the data path.
+    /// What ethtool configured (ring sizes, moderation, channels); taken
+    /// under RTNL only, never on the data path.
     #[pin]
     cfg: Mutex<PortConfig>,
-    /// The data path; NAPI polls it.
+    /// Queue pairs the NIC serves on this port (`REG_MAX_QP`, 1 without
+    /// `CAP_MULTI_QUEUE`); the net_device has as many TX and RX queues.
+    max_qp: u32,
+    /// Queue pairs with rings (0 while the port is down). Written under
+    /// RTNL, read by the statistics callbacks.
+    active: Atomic<u32>,
+    /// The Linux IRQ of each queue pair's RX vector, reported with its NAPI.
+    irqs: [Option<u32>; regs::MAX_QP as usize],
+    /// The data path, one per queue pair (`max_qp` of them used); NAPI
+    /// polls each.
     #[pin]
-    pub(crate) napi: Napi<Queues>,
+    qps: QueuePairs,
 }
 
 impl Port {
+    /// Port `index` of a NIC with `nports` ports serving `max_qp` queue
+    /// pairs per port, whose RX vectors have the Linux IRQs `irqs`.
     pub(crate) fn new(
         index: u32,
+        nports: u32,
+        max_qp: u32,
+        irqs: [Option<u32>; regs::MAX_QP as usize],
         pdev: &pci::Device<Bound>,
         regs: Arc<NicRegs>,
         control: Arc<Control>,
-        zero: Page,
+        zero: Arc<Page>,
     ) -> impl PinInit<Self, Error> {
         let pdev: &pci::Device = pdev;
         let pdev: ARef<pci::Device> = pdev.into();
+        let qps = {
+            let regs = regs.clone();
+            let control = control.clone();
+            pin_init::pin_init_array_from_fn(move |qp| {
+                // CAST: `qp < MAX_QP` (8).
+                Napi::new(Queues::new(
+                    index,
+                    qp as u16,
+                    nports,
+                    regs.clone(),
+                    control.clone(),
+                    zero.clone(),
+                ))
+            })
+        };
         try_pin_init!(Self {
             cfg <- new_mutex!(PortConfig::new(), "zeronic::port::cfg"),
-            napi <- Napi::new(Queues::new(index, regs.clone(), control.clone(), zero)),
+            qps <- qps,
+            max_qp: max_qp.clamp(1, regs::MAX_QP),
+            active: Atomic::new(0),
+            irqs,
             index,
             pdev,
             regs,
             control,
         }? Error)
+    }
+
+    /// The NAPI and data path of queue pair `qp`, if the NIC serves it.
+    pub(crate) fn queue_pair(&self, qp: u32) -> Option<&Napi<Queues>> {
+        if qp >= self.max_qp {
+            return None;
+        }
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        self.qps.get(qp as usize)
+    }
+
+    /// Queue pair 0's data path, which every port has.
+    fn qp0(&self) -> &Queues {
+        self.qps[0].data()
+    }
+
+    /// The statistics of every queue pair the NIC serves, and whether it is
+    /// active.
+    fn all_stats(&self) -> impl Iterator<Item = (&Stats, bool)> {
+        let active = self.active.load(Relaxed);
+        self.qps
+            .iter()
+            .take(self.max_qp as usize)
+            .enumerate()
+            // CAST: `k < MAX_QP`.
+            .map(move |(k, q)| (&q.data().stats, (k as u32) < active))
     }
 
     /// The bound PCI device, for allocations made while the port is open.
@@ -139,14 +220,26 @@ impl Port {
         PortRegs::new(self.index)
     }
 
-    /// Brings the port up at `mtu`: rings, NIC queues, RX buffers, NAPI.
+    /// Brings the port up at `mtu`: each active queue pair's rings, NIC
+    /// queues, RX buffers and NAPI, then RSS over them.
+    ///
+    /// Runs under RTNL (open, MTU change, ethtool), as the queue counts and
+    /// NAPI links need.
     fn start(&self, dev: &NetDevice, mtu: u32) -> Result {
         let bdev = self.bound();
         // A copy: the mutex must not be taken in the register section below.
         let cfg = *self.cfg.lock();
+        let n = cfg.queue_pairs(self.max_qp);
+        let multi = self.control.identity.caps & regs::CAP_MULTI_QUEUE != 0;
         let tso = self.control.identity.caps & regs::CAP_PLAIN_TSO != 0;
-        let tx = TxRing::new(bdev, self.index, mtu, ring_slots(cfg.tx_slots, mtu), tso)?;
-        let mut rx = RxRing::new(bdev, self.index, mtu, ring_slots(cfg.rx_slots, mtu))?;
+        // CAST: `n <= MAX_QP` (8).
+        let mut rings: KVec<Rings> = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for qp in 0..n {
+            let block = QueuePairRegs::new(self.index, qp)?;
+            let tx = TxRing::new(bdev, block, mtu, ring_slots(cfg.tx_slots, mtu), tso)?;
+            let rx = RxRing::new(bdev, block, mtu, ring_slots(cfg.rx_slots, mtu))?;
+            rings.push((tx, rx), GFP_KERNEL)?;
+        }
         {
             let r = self.regs.get()?;
             let mac = dev.mac_addr();
@@ -158,65 +251,148 @@ impl Port {
                 u32::from_le_bytes([mac[0], mac[1], mac[2], mac[3]]),
             )?;
             r.set_port32::<{ regs::PORT_MAC_HI }>(b, u32::from_le_bytes([mac[4], mac[5], 0, 0]))?;
-            self.moderate(&r, &cfg, mtu)?;
+            if multi {
+                r.set_port32::<{ regs::PORT_RSS_CTRL }>(b, 0)?;
+                r.set_port32::<{ regs::PORT_NUM_QP }>(b, n)?;
+            }
+            self.moderate(&r, &cfg, mtu, n)?;
             r.set_port32::<{ regs::PORT_CTRL }>(b, regs::PORT_CTRL_ENABLE)?;
             r.doorbell(regs::DB_CMD)?;
         }
-        let enabled = tx
-            .txq
-            .enable(&self.regs)
-            .and_then(|()| tx.txcq.enable(&self.regs))
-            .and_then(|()| rx.rxq.enable(&self.regs))
-            .and_then(|()| rx.rxcq.enable(&self.regs))
-            .and_then(|()| rx.hdrq.enable(&self.regs))
-            .and_then(|()| rx.fill(&self.regs.get()?));
-        if let Err(e) = enabled {
+        // Each queue pair in the spec's order (§3, §14): its queues, then
+        // its RX buffers.
+        let enabled = rings.iter_mut().try_for_each(|(tx, rx)| {
+            tx.txq.enable(&self.regs)?;
+            tx.txcq.enable(&self.regs)?;
+            rx.rxq.enable(&self.regs)?;
+            rx.rxcq.enable(&self.regs)?;
+            rx.hdrq.enable(&self.regs)?;
+            rx.fill(&self.regs.get()?)
+        });
+        let steered = || -> Result {
+            if multi {
+                let r = self.regs.get()?;
+                self.spread(&r, n)?;
+                r.set_port32::<{ regs::PORT_RSS_CTRL }>(
+                    self.block()?,
+                    regs::RSS_CTRL_ENABLE | regs::RSS_CTRL_HASH,
+                )?;
+            }
+            Ok(())
+        };
+        if let Err(e) = enabled.and_then(|()| steered()) {
             dev_err!(
                 self.pdev.as_ref(),
                 "port {}: bring-up failed: {:?}\n",
                 self.index,
                 e
             );
-            self.quiesce(tx, rx);
+            self.quiesce(rings);
             return Err(e);
         }
-        let q = self.napi.data();
-        // The queue is stopped and NAPI disabled: nothing else holds these.
-        *q.tx.lock() = Some(tx);
-        *q.rx.lock() = Some(rx);
-        if let Err(e) = self.napi.enable() {
-            let tx = q.tx.lock().take();
-            let rx = q.rx.lock().take();
-            if let (Some(tx), Some(rx)) = (tx, rx) {
-                self.quiesce(tx, rx);
-            }
+        // SAFETY: `start` runs under RTNL (see above).
+        if let Err(e) = unsafe { dev.set_real_num_queues(n, n) } {
+            self.quiesce(rings);
+            return Err(e);
+        }
+        // The queues are stopped and the NAPIs detached: nothing else holds
+        // these locks.
+        for (k, (tx, rx)) in (0u32..).zip(rings) {
+            let Some(q) = self.queue_pair(k) else {
+                // Never: `n <= max_qp`; the NIC may still use the rings.
+                self.control.release_memory(tx);
+                self.control.release_memory(rx);
+                continue;
+            };
+            *q.data().tx.lock() = Some(tx);
+            *q.data().rx.lock() = Some(rx);
+        }
+        self.active.store(n, Relaxed);
+        if let Err(e) = self.attach_napis(dev, n) {
+            self.halt(dev);
             return Err(e);
         }
         let link = {
             let r = self.regs.get()?;
-            q.mask_vectors(&r, false)?;
+            for k in 0..n {
+                if let Some(q) = self.queue_pair(k) {
+                    q.data().mask_vectors(&r, false)?;
+                }
+            }
             r.doorbell(regs::DB_REARM)?;
             r.port32::<{ regs::PORT_LINK }>(self.block()?)? != 0
         };
         self.set_link(dev, link);
         self.snapshot().mtu.store(mtu, Relaxed);
-        // A fresh ring has nothing in flight: BQL forgets what an earlier
-        // one had (patch 0034; it takes the stack's TX queue lock).
-        let _ = dev.tx_reset_queue(0);
-        dev.start_queue();
+        for k in 0..n {
+            // CAST: `k < MAX_QP` (8).
+            let k = k as u16;
+            // A fresh ring has nothing in flight: BQL forgets what an
+            // earlier one had (patch 0034; it takes the stack's TX queue
+            // lock).
+            let _ = dev.tx_reset_queue(k);
+            let _ = dev.start_subqueue(k);
+        }
+        Ok(())
+    }
+
+    /// Attaches the NAPI of each of the first `n` queue pairs, with its
+    /// persistent index (the queue pair), its IRQ and its queues, and
+    /// enables it. Runs under RTNL.
+    fn attach_napis(&self, dev: &NetDevice, n: u32) -> Result {
+        for k in 0..n {
+            let q = self.queue_pair(k).ok_or(EINVAL)?;
+            q.add_config(dev, k)?;
+            // CAST: u32 -> usize; `k < MAX_QP`.
+            q.set_irq(self.irqs.get(k as usize).copied().flatten())?;
+            // SAFETY: Runs under RTNL (`start`'s callers).
+            unsafe {
+                q.link_queue(QueueKind::Rx, k)?;
+                q.link_queue(QueueKind::Tx, k)?;
+            }
+            q.enable()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the RSS indirection table: entry i to queue pair i mod `n`
+    /// (`ethtool_rxfh_indir_default()`).
+    fn spread(&self, r: &Regs<'_>, n: u32) -> Result {
+        let b = self.block()?;
+        let n = n.max(1);
+        for word in 0..regs::RSS_TABLE_SIZE / 4 {
+            let mut bytes = [0u8; 4];
+            for (i, e) in (0u32..).zip(bytes.iter_mut()) {
+                // CAST: the remainder is below `n <= MAX_QP` (8).
+                *e = ((word * 4 + i) % n) as u8;
+            }
+            // CAST: u32 -> usize is lossless on every architecture Linux supports.
+            let off = regs::PORT_RSS_TABLE - regs::PORT_RSS_KEY + 4 * word as usize;
+            r.set_port_rss32(b, off, u32::from_le_bytes(bytes))?;
+        }
         Ok(())
     }
 
     /// Programs the port's interrupt moderation and header-entry coalescing
-    /// limit from `cfg` (registers the NIC reads live, hardware spec §7, §9).
-    fn moderate(&self, r: &Regs<'_>, cfg: &PortConfig, mtu: u32) -> Result {
-        for (v, itr) in [
-            (regs::vec_rx(self.index), cfg.rx_itr),
-            (regs::vec_tx(self.index), cfg.tx_itr),
-        ] {
-            let v = VectorRegs::new(v)?;
-            r.set_vector32::<{ regs::VEC_ITR_USECS }>(v, itr.usecs)?;
-            r.set_vector32::<{ regs::VEC_ITR_ENTRIES }>(v, itr.entries)?;
+    /// limit from `cfg` (registers the NIC reads live, hardware spec §7, §9)
+    /// for `n` queue pairs: queue pair 0's RX and TX vectors, and each other
+    /// one's single vector, which its RX completions and header entries
+    /// share with its TX completions, with the RX settings.
+    fn moderate(&self, r: &Regs<'_>, cfg: &PortConfig, mtu: u32, n: u32) -> Result {
+        for k in 0..n {
+            let Some(q) = self.queue_pair(k) else {
+                continue;
+            };
+            let (rx, tx) = q.data().vectors();
+            let set = |v, itr: ethtool::Itr| -> Result {
+                let v = VectorRegs::new(v)?;
+                r.set_vector32::<{ regs::VEC_ITR_USECS }>(v, itr.usecs)?;
+                r.set_vector32::<{ regs::VEC_ITR_ENTRIES }>(v, itr.entries)
+            };
+            set(rx, cfg.rx_itr)?;
+            if tx != rx {
+                set(tx, cfg.tx_itr)?;
+            }
         }
         r.set_port32::<{ regs::PORT_COALESCE_BYTES }>(
             self.block()?,
@@ -241,61 +417,127 @@ impl Port {
         Ok(())
     }
 
-    /// Takes the port down: stops the queue and NAPI, then the NIC's queues,
-    /// and frees the rings once the NIC has let go of them.
-    fn halt(&self, dev: &NetDevice) {
-        dev.stop_queue();
-        self.set_link(dev, false);
-        let q = self.napi.data();
-        if let Ok(r) = self.regs.get() {
-            let _ = q.mask_vectors(&r, true);
-        }
-        self.napi.disable();
-        let tx = q.tx.lock().take();
-        let rx = q.rx.lock().take();
-        // Descriptors of the ring are never completed now: BQL's bytes in
-        // flight go with it (and so does a stop of the queue by BQL).
-        let _ = dev.tx_reset_queue(0);
-        if let (Some(tx), Some(rx)) = (tx, rx) {
-            self.quiesce(tx, rx);
+    /// Stops the stack from transmitting on any of the port's queues.
+    pub(crate) fn stop_queues(&self, dev: &NetDevice) {
+        for k in 0..self.max_qp {
+            // CAST: `k < MAX_QP` (8); the device has `max_qp` TX queues.
+            let _ = dev.stop_subqueue(k as u16);
         }
     }
 
-    /// Disables the port and its queues on the NIC, then gives the rings
-    /// back: freed if the NIC confirmed every queue stopped, otherwise held
-    /// by the control plane until the NIC is reset (or leaked if it never
-    /// is), as the NIC may still write them.
-    fn quiesce(&self, tx: TxRing, rx: RxRing) {
+    /// Takes the port down: stops the queues and detaches the NAPIs, then
+    /// the NIC's queues, and frees the rings once the NIC has let go of
+    /// them. Runs under RTNL.
+    fn halt(&self, dev: &NetDevice) {
+        self.stop_queues(dev);
+        self.set_link(dev, false);
+        let n = self.active.load(Relaxed);
+        if let Ok(r) = self.regs.get() {
+            for k in 0..n {
+                if let Some(q) = self.queue_pair(k) {
+                    let _ = q.data().mask_vectors(&r, true);
+                }
+            }
+        }
+        // CAST: `n <= MAX_QP` (8).
+        let mut rings: KVec<Rings> =
+            KVec::with_capacity(n as usize, GFP_KERNEL).unwrap_or_default();
+        for k in 0..n {
+            let Some(q) = self.queue_pair(k) else {
+                continue;
+            };
+            // SAFETY: Runs under RTNL (`halt`'s callers).
+            unsafe {
+                let _ = napi::unlink_queue(dev, QueueKind::Rx, k);
+                let _ = napi::unlink_queue(dev, QueueKind::Tx, k);
+            }
+            // Disables it (waiting for a running poll) and detaches it.
+            q.del();
+            let tx = q.data().tx.lock().take();
+            let rx = q.data().rx.lock().take();
+            // Descriptors of the ring are never completed now: BQL's bytes
+            // in flight go with it (and so does a stop of the queue by BQL).
+            // CAST: `k < MAX_QP` (8).
+            let _ = dev.tx_reset_queue(k as u16);
+            match (tx, rx) {
+                (Some(tx), Some(rx)) => {
+                    if let Err((tx, rx)) = rings.push_within_capacity((tx, rx)).map_err(|e| e.0) {
+                        // Only if the list could not be allocated: stopped
+                        // on its own.
+                        let mut one = KVec::new();
+                        let _ = one.push_within_capacity((tx, rx));
+                        self.quiesce(one);
+                    }
+                }
+                (tx, rx) => {
+                    // Never: they are installed and taken together.
+                    if let Some(tx) = tx {
+                        self.control.release_memory(tx);
+                    }
+                    if let Some(rx) = rx {
+                        self.control.release_memory(rx);
+                    }
+                }
+            }
+        }
+        self.active.store(0, Relaxed);
+        self.quiesce(rings);
+    }
+
+    /// Disables the port and the queues of `rings` on the NIC, then gives
+    /// the rings back: freed if the NIC confirmed every queue stopped,
+    /// otherwise held by the control plane until the NIC is reset (or
+    /// leaked if it never is), as the NIC may still write them.
+    fn quiesce(&self, rings: KVec<Rings>) {
+        let release = |rings: KVec<Rings>| {
+            for (tx, rx) in rings {
+                self.control.release_memory(tx);
+                self.control.release_memory(rx);
+            }
+        };
         if self.control.is_lost() {
             // Its reset already went unanswered: waiting for each queue
             // would only add timeouts before the same outcome.
-            self.control.release_memory(tx);
-            self.control.release_memory(rx);
+            release(rings);
             return;
         }
+        // Steer nothing more to the queue pairs, then stop them (§14).
+        if let (Ok(r), Ok(b)) = (self.regs.get(), self.block()) {
+            if self.control.identity.caps & regs::CAP_MULTI_QUEUE != 0 {
+                let _ = r.set_port32::<{ regs::PORT_RSS_CTRL }>(b, 0);
+                let _ = r.set_port32::<{ regs::PORT_NUM_QP }>(b, 1);
+            }
+            let _ = r.doorbell(regs::DB_CMD);
+        }
         // Every queue is asked to stop, whatever the others answer.
-        let res = [
-            tx.txq.disable(&self.regs),
-            tx.txcq.disable(&self.regs),
-            rx.rxq.disable(&self.regs),
-            rx.rxcq.disable(&self.regs),
-            rx.hdrq.disable(&self.regs),
-        ];
+        let mut failed = None;
+        for (tx, rx) in rings.iter() {
+            for res in [
+                tx.txq.disable(&self.regs),
+                tx.txcq.disable(&self.regs),
+                rx.rxq.disable(&self.regs),
+                rx.rxcq.disable(&self.regs),
+                rx.hdrq.disable(&self.regs),
+            ] {
+                if let Err(e) = res {
+                    failed = Some(e);
+                }
+            }
+        }
         if let Ok(r) = self.regs.get() {
             if let Ok(b) = self.block() {
                 let _ = r.set_port32::<{ regs::PORT_CTRL }>(b, 0);
             }
             let _ = r.doorbell(regs::DB_CMD);
         }
-        if let Some(Err(e)) = res.into_iter().find(Result::is_err) {
+        if let Some(e) = failed {
             dev_warn!(
                 self.pdev.as_ref(),
                 "port {}: queues did not confirm they stopped ({:?}); their rings are held until the NIC is reset\n",
                 self.index,
                 e
             );
-            self.control.release_memory(tx);
-            self.control.release_memory(rx);
+            release(rings);
         }
     }
 
@@ -316,7 +558,7 @@ impl Port {
 
     /// Whether the port is open (its rings exist).
     fn is_open(&self) -> bool {
-        self.napi.data().tx.lock().is_some()
+        self.qp0().tx.lock().is_some()
     }
 }
 
@@ -332,7 +574,15 @@ impl NetDeviceOps for Port {
     }
 
     fn start_xmit<'x>(dev: &NetDevice, this: Pin<&Self>, skb: XmitSkb<'x>) -> NetdevTx<'x> {
-        this.napi.data().xmit(dev, skb)
+        // The stack picks a queue below `real_num_tx_queues`, which only
+        // shrinks with the port down; a stale one finds no ring and drops.
+        match this.queue_pair(u32::from(skb.queue_mapping())) {
+            Some(q) => q.data().xmit(dev, skb),
+            None => {
+                this.qp0().stats.tx_dropped.fetch_add(1, Relaxed);
+                NetdevTx::Ok
+            }
+        }
     }
 
     /// ZeroNIC sends whose region is registered go out as scatter-gather
@@ -343,7 +593,10 @@ impl NetDeviceOps for Port {
     /// bytes as one plain TSO send the NIC segments (if it has
     /// `CAP_PLAIN_TSO`; a VLAN device's skb carries its tag out of band
     /// here, `skb->protocol` is still IPv4, and the NIC segments the tagged
-    /// frame), any other GSO skb segmented by the stack first.
+    /// frame), a TCP/IPv6 one likewise if the NIC also has `CAP_IPV6`
+    /// (hardware spec §15: without extension headers, which TCP's own
+    /// segments never carry), any other GSO skb segmented by the stack
+    /// first.
     fn features_check(
         _dev: &NetDevice,
         this: Pin<&Self>,
@@ -353,10 +606,14 @@ impl NetDeviceOps for Port {
         let merge = SEND_OPS
             .lookup(skb)
             .is_some_and(|wr| wr.mr.valid.load(Relaxed) && merge_params(skb, wr).is_some());
+        let caps = this.control.identity.caps;
         let plain_tso = || {
-            this.control.identity.caps & regs::CAP_PLAIN_TSO != 0
-                && skb.protocol() == ETH_P_IPV4
-                && skb.len() <= regs::MAX_TSO_FRAME
+            let family = match skb.protocol() {
+                ETH_P_IPV4 => true,
+                ETH_P_IPV6 => caps & regs::CAP_IPV6 != 0,
+                _ => false,
+            };
+            caps & regs::CAP_PLAIN_TSO != 0 && family && skb.len() <= regs::MAX_TSO_FRAME
         };
         if merge || !skb.is_gso() || plain_tso() {
             features
@@ -366,15 +623,19 @@ impl NetDeviceOps for Port {
     }
 
     fn get_stats64(_dev: &NetDevice, this: Pin<&Self>, stats: &mut RtnlLinkStats64<'_>) {
-        let s = &this.napi.data().stats;
-        stats.set_rx_packets(s.rx_packets.load(Relaxed));
-        stats.set_rx_bytes(s.rx_bytes.load(Relaxed));
-        stats.set_rx_dropped(s.rx_dropped.load(Relaxed));
-        stats.set_rx_errors(s.rx_errors.load(Relaxed));
-        stats.set_tx_packets(s.tx_packets.load(Relaxed));
-        stats.set_tx_bytes(s.tx_bytes.load(Relaxed));
-        stats.set_tx_dropped(s.tx_dropped.load(Relaxed));
-        stats.set_tx_errors(s.tx_errors.load(Relaxed));
+        let sum = |f: fn(&Stats) -> &Atomic<u64>| {
+            this.all_stats()
+                .map(|(s, _)| f(s).load(Relaxed))
+                .fold(0u64, u64::wrapping_add)
+        };
+        stats.set_rx_packets(sum(|s| &s.rx_packets));
+        stats.set_rx_bytes(sum(|s| &s.rx_bytes));
+        stats.set_rx_dropped(sum(|s| &s.rx_dropped));
+        stats.set_rx_errors(sum(|s| &s.rx_errors));
+        stats.set_tx_packets(sum(|s| &s.tx_packets));
+        stats.set_tx_bytes(sum(|s| &s.tx_bytes));
+        stats.set_tx_dropped(sum(|s| &s.tx_dropped));
+        stats.set_tx_errors(sum(|s| &s.tx_errors));
         // Frames the NIC dropped for lack of RX buffers, from its own counter.
         if let Ok(r) = this.regs.get() {
             let missed = this
@@ -393,16 +654,28 @@ impl NetDeviceOps for Port {
         if let Ok(r) = this.regs.get() {
             let _ = crate::port_stats::read_hw(&r, this.index, values);
         }
-        crate::port_stats::read_queues(&this.napi.data().stats, values);
+        let qps = this.qps.iter().take(this.max_qp as usize);
+        crate::port_stats::read_queues(qps.map(|q| &q.data().stats), values);
         crate::port_stats::read_zc(&this.snapshot().zc, values);
     }
 
-    fn get_channels(_dev: &NetDevice, _this: Pin<&Self>, channels: &mut Channels) {
-        *channels = ethtool::channels();
+    fn get_channels(_dev: &NetDevice, this: Pin<&Self>, channels: &mut Channels) {
+        let n = this.cfg.lock().queue_pairs(this.max_qp);
+        *channels = ethtool::channels(n, this.max_qp);
     }
 
-    fn set_channels(_dev: &NetDevice, _this: Pin<&Self>, counts: &ChannelCounts) -> Result {
-        ethtool::set_channels(counts)
+    fn set_channels(dev: &NetDevice, this: Pin<&Self>, counts: &ChannelCounts) -> Result {
+        let n = ethtool::set_channels(counts)?;
+        let old = {
+            let mut cfg = this.cfg.lock();
+            let old = *cfg;
+            cfg.combined = Some(n);
+            old
+        };
+        if old.queue_pairs(this.max_qp) != n {
+            this.restart(dev, old)?;
+        }
+        Ok(())
     }
 
     const SUPPORTED_RING_PARAMS: RingParamSupport = ethtool::RING_PARAMS;
@@ -479,7 +752,8 @@ impl NetDeviceOps for Port {
         let new = ethtool::set_coalesce(&cfg, c, dev.mtu(), extack)?;
         if this.is_open() {
             // Live registers; a closed port gets them when it opens.
-            this.moderate(&this.regs.get()?, &new, dev.mtu())?;
+            let n = this.active.load(Relaxed);
+            this.moderate(&this.regs.get()?, &new, dev.mtu(), n)?;
         }
         *cfg = new;
         Ok(())
@@ -495,77 +769,39 @@ impl NetDeviceOps for Port {
     }
 
     fn queue_stats_rx(_dev: &NetDevice, this: Pin<&Self>, queue: u32, q: &mut QueueStatsRx<'_>) {
-        if queue != 0 {
+        let Some(qp) = this.queue_pair(queue) else {
             return;
-        }
-        let s = &this.napi.data().stats;
-        q.set_packets(s.rx_packets.load(Relaxed));
-        q.set_bytes(s.rx_bytes.load(Relaxed));
-        q.set_alloc_fail(s.rx_dropped.load(Relaxed));
-        q.set_csum_unnecessary(s.rx_csum_unnecessary.load(Relaxed));
-        q.set_csum_none(s.rx_csum_none.load(Relaxed));
-        q.set_csum_bad(s.rx_csum_bad.load(Relaxed));
-        // The NIC's drops of the port, which has this one RX queue.
-        if let Ok(r) = this.regs.get() {
-            let hw = |slot| crate::port_stats::hw(&r, this.index, slot);
-            let no_buf = hw(regs::PSTAT_RX_NO_BUF);
-            q.set_hw_drop_overruns(no_buf);
-            q.set_hw_drops(
-                no_buf
-                    .saturating_add(hw(regs::PSTAT_RX_MALFORMED))
-                    .saturating_add(hw(regs::PSTAT_RX_CSUM_ERR))
-                    .saturating_add(hw(regs::PSTAT_RX_HDRQ_FULL)),
-            );
-        }
+        };
+        let hw = this.regs.get().ok();
+        queue_stats_rx(&this, queue, &qp.data().stats, hw.as_ref(), q);
     }
 
     fn queue_stats_tx(_dev: &NetDevice, this: Pin<&Self>, queue: u32, q: &mut QueueStatsTx<'_>) {
-        if queue != 0 {
+        let Some(qp) = this.queue_pair(queue) else {
             return;
-        }
-        let s = &this.napi.data().stats;
-        let errors = s.tx_errors.load(Relaxed);
-        q.set_packets(s.tx_packets.load(Relaxed));
-        q.set_bytes(s.tx_bytes.load(Relaxed));
-        q.set_needs_csum(s.tx_needs_csum.load(Relaxed));
-        q.set_csum_none(s.tx_csum_none.load(Relaxed));
-        q.set_stop(s.tx_stop.load(Relaxed));
-        q.set_wake(s.tx_wake.load(Relaxed));
-        q.set_hw_drop_errors(errors);
-        // Descriptors the NIC refused, and frames it dropped for want of link.
-        let no_link = this
-            .regs
-            .get()
-            .map(|r| crate::port_stats::hw(&r, this.index, regs::PSTAT_TX_NO_LINK))
-            .unwrap_or(0);
-        q.set_hw_drops(errors.saturating_add(no_link));
+        };
+        let hw = this.regs.get().ok();
+        queue_stats_tx(&this, queue, &qp.data().stats, hw.as_ref(), q);
     }
 
     fn base_stats(
         _dev: &NetDevice,
-        _this: Pin<&Self>,
+        this: Pin<&Self>,
         rx: &mut QueueStatsRx<'_>,
         tx: &mut QueueStatsTx<'_>,
     ) {
-        // The queues are the port's only ones and keep their counts across
-        // ifdown: nothing is counted outside them. Zero marks each statistic
-        // the device total (queue 0's) is complete for.
-        rx.set_packets(0);
-        rx.set_bytes(0);
-        rx.set_alloc_fail(0);
-        rx.set_csum_unnecessary(0);
-        rx.set_csum_none(0);
-        rx.set_csum_bad(0);
-        rx.set_hw_drop_overruns(0);
-        rx.set_hw_drops(0);
-        tx.set_packets(0);
-        tx.set_bytes(0);
-        tx.set_needs_csum(0);
-        tx.set_csum_none(0);
-        tx.set_stop(0);
-        tx.set_wake(0);
-        tx.set_hw_drop_errors(0);
-        tx.set_hw_drops(0);
+        // The counters of queue pairs that are not active now (the core
+        // sums the active queues' itself): each queue pair keeps its counts
+        // across ifdown and `ethtool -L`, so nothing is counted outside
+        // them. Zero marks each statistic the device total is complete for.
+        let mut base = BaseStats::default();
+        let hw = this.regs.get().ok();
+        for (k, (stats, active)) in (0u32..).zip(this.all_stats()) {
+            if !active {
+                base.add(&this, k, stats, hw.as_ref());
+            }
+        }
+        base.write(rx, tx);
     }
 
     fn change_mtu(dev: &NetDevice, this: Pin<&Self>, new_mtu: u32) -> Result {
@@ -580,5 +816,148 @@ impl NetDeviceOps for Port {
         }
         this.snapshot().mtu.store(new_mtu, Relaxed);
         Ok(())
+    }
+}
+
+/// The hardware's drops of queue pair `qp` of `port`: frames it had no RX
+/// buffer or header-queue slot for (`QSTAT_RX_DROPS`), then those it
+/// dropped before steering, counted for the port and reported with queue
+/// pair 0 (malformed frames, bad checksums of flows), and the TX drops for
+/// want of link (queue pair 0 likewise).
+struct HwDrops {
+    rx_overruns: u64,
+    rx_port: u64,
+    tx_no_link: u64,
+}
+
+impl HwDrops {
+    fn read(port: &Port, qp: u32, r: Option<&Regs<'_>>) -> Self {
+        let Some(r) = r else {
+            return Self {
+                rx_overruns: 0,
+                rx_port: 0,
+                tx_no_link: 0,
+            };
+        };
+        let pstat = |slot| crate::port_stats::hw(r, port.index, slot);
+        let rx_overruns = if port.control.identity.caps & regs::CAP_MULTI_QUEUE != 0 {
+            QueuePairRegs::new(port.index, qp)
+                .and_then(|b| r.qp_stat(b, regs::QSTAT_RX_DROPS))
+                .unwrap_or(0)
+        } else {
+            pstat(regs::PSTAT_RX_NO_BUF).saturating_add(pstat(regs::PSTAT_RX_HDRQ_FULL))
+        };
+        let (rx_port, tx_no_link) = if qp == 0 {
+            (
+                pstat(regs::PSTAT_RX_MALFORMED).saturating_add(pstat(regs::PSTAT_RX_CSUM_ERR)),
+                pstat(regs::PSTAT_TX_NO_LINK),
+            )
+        } else {
+            (0, 0)
+        };
+        Self {
+            rx_overruns,
+            rx_port,
+            tx_no_link,
+        }
+    }
+}
+
+/// Fills `q` with the RX counters of queue pair `qp`.
+fn queue_stats_rx(port: &Port, qp: u32, s: &Stats, r: Option<&Regs<'_>>, q: &mut QueueStatsRx<'_>) {
+    let hw = HwDrops::read(port, qp, r);
+    q.set_packets(s.rx_packets.load(Relaxed));
+    q.set_bytes(s.rx_bytes.load(Relaxed));
+    q.set_alloc_fail(s.rx_dropped.load(Relaxed));
+    q.set_csum_unnecessary(s.rx_csum_unnecessary.load(Relaxed));
+    q.set_csum_none(s.rx_csum_none.load(Relaxed));
+    q.set_csum_bad(s.rx_csum_bad.load(Relaxed));
+    q.set_hw_drop_overruns(hw.rx_overruns);
+    q.set_hw_drops(hw.rx_overruns.saturating_add(hw.rx_port));
+}
+
+/// Fills `q` with the TX counters of queue pair `qp`.
+fn queue_stats_tx(port: &Port, qp: u32, s: &Stats, r: Option<&Regs<'_>>, q: &mut QueueStatsTx<'_>) {
+    let hw = HwDrops::read(port, qp, r);
+    let errors = s.tx_errors.load(Relaxed);
+    q.set_packets(s.tx_packets.load(Relaxed));
+    q.set_bytes(s.tx_bytes.load(Relaxed));
+    q.set_needs_csum(s.tx_needs_csum.load(Relaxed));
+    q.set_csum_none(s.tx_csum_none.load(Relaxed));
+    q.set_stop(s.tx_stop.load(Relaxed));
+    q.set_wake(s.tx_wake.load(Relaxed));
+    q.set_hw_gso_packets(s.tx_tso.load(Relaxed));
+    q.set_hw_gso_bytes(s.tx_tso_bytes.load(Relaxed));
+    q.set_hw_gso_wire_packets(s.tx_tso_frames.load(Relaxed));
+    // Descriptors the NIC refused, and frames it dropped for want of link.
+    q.set_hw_drop_errors(errors);
+    q.set_hw_drops(errors.saturating_add(hw.tx_no_link));
+}
+
+/// Sums of the counters of inactive queue pairs (`base_stats`).
+#[derive(Default)]
+struct BaseStats {
+    rx: [u64; 8],
+    tx: [u64; 11],
+}
+
+impl BaseStats {
+    fn add(&mut self, port: &Port, qp: u32, s: &Stats, r: Option<&Regs<'_>>) {
+        let hw = HwDrops::read(port, qp, r);
+        let rx = [
+            s.rx_packets.load(Relaxed),
+            s.rx_bytes.load(Relaxed),
+            s.rx_dropped.load(Relaxed),
+            s.rx_csum_unnecessary.load(Relaxed),
+            s.rx_csum_none.load(Relaxed),
+            s.rx_csum_bad.load(Relaxed),
+            hw.rx_overruns,
+            hw.rx_overruns.saturating_add(hw.rx_port),
+        ];
+        let errors = s.tx_errors.load(Relaxed);
+        let tx = [
+            s.tx_packets.load(Relaxed),
+            s.tx_bytes.load(Relaxed),
+            s.tx_needs_csum.load(Relaxed),
+            s.tx_csum_none.load(Relaxed),
+            s.tx_stop.load(Relaxed),
+            s.tx_wake.load(Relaxed),
+            s.tx_tso.load(Relaxed),
+            s.tx_tso_bytes.load(Relaxed),
+            s.tx_tso_frames.load(Relaxed),
+            errors,
+            errors.saturating_add(hw.tx_no_link),
+        ];
+        for (a, b) in self.rx.iter_mut().zip(rx) {
+            *a = a.wrapping_add(b);
+        }
+        for (a, b) in self.tx.iter_mut().zip(tx) {
+            *a = a.wrapping_add(b);
+        }
+    }
+
+    fn write(&self, rx: &mut QueueStatsRx<'_>, tx: &mut QueueStatsTx<'_>) {
+        let [packets, bytes, alloc_fail, unnecessary, none, bad, overruns, drops] = self.rx;
+        rx.set_packets(packets);
+        rx.set_bytes(bytes);
+        rx.set_alloc_fail(alloc_fail);
+        rx.set_csum_unnecessary(unnecessary);
+        rx.set_csum_none(none);
+        rx.set_csum_bad(bad);
+        rx.set_hw_drop_overruns(overruns);
+        rx.set_hw_drops(drops);
+        let [packets, bytes, needs, none, stop, wake, gso, gso_bytes, wire, errors, drops] =
+            self.tx;
+        tx.set_packets(packets);
+        tx.set_bytes(bytes);
+        tx.set_needs_csum(needs);
+        tx.set_csum_none(none);
+        tx.set_stop(stop);
+        tx.set_wake(wake);
+        tx.set_hw_gso_packets(gso);
+        tx.set_hw_gso_bytes(gso_bytes);
+        tx.set_hw_gso_wire_packets(wire);
+        tx.set_hw_drop_errors(errors);
+        tx.set_hw_drops(drops);
     }
 }

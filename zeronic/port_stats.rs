@@ -72,7 +72,9 @@ const ZC: [&CStr; 5] = [
     c"zc_tx_copied_bytes",
 ];
 
-/// `(ethtool name, counter)` of the driver's per-queue counters shown.
+/// `(ethtool name, counter)` of the driver's per-queue counters shown:
+/// queue pair 0's (`rx0_*`, `tx0_*`), then the profile's, summed over the
+/// queue pairs (`prof_*`, from [`FIRST_PROF`] on).
 const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 31] = [
     (c"rx0_packets", |s| &s.rx_packets),
     (c"rx0_bytes", |s| &s.rx_bytes),
@@ -110,11 +112,50 @@ const QUEUE_STATS: [(&CStr, fn(&Stats) -> &Atomic<u64>); 31] = [
     (c"prof_poll_n", |s| &s.prof.poll_n),
 ];
 
+/// Index in [`QUEUE_STATS`] of the first `prof_*` counter.
+const FIRST_PROF: usize = 16;
+
+/// The packet and byte counters of queue pairs 1.. (hardware spec §14),
+/// four per queue pair: zero for those the NIC does not serve.
+const OTHER_QUEUES: [&CStr; 4 * (regs::MAX_QP as usize - 1)] = [
+    c"rx1_packets",
+    c"rx1_bytes",
+    c"tx1_packets",
+    c"tx1_bytes",
+    c"rx2_packets",
+    c"rx2_bytes",
+    c"tx2_packets",
+    c"tx2_bytes",
+    c"rx3_packets",
+    c"rx3_bytes",
+    c"tx3_packets",
+    c"tx3_bytes",
+    c"rx4_packets",
+    c"rx4_bytes",
+    c"tx4_packets",
+    c"tx4_bytes",
+    c"rx5_packets",
+    c"rx5_bytes",
+    c"tx5_packets",
+    c"tx5_bytes",
+    c"rx6_packets",
+    c"rx6_bytes",
+    c"tx6_packets",
+    c"tx6_bytes",
+    c"rx7_packets",
+    c"rx7_bytes",
+    c"tx7_packets",
+    c"tx7_bytes",
+];
+
+/// Number of lines of `ethtool -S`.
+const LINES: usize = STATS.len() + QUEUE_STATS.len() + OTHER_QUEUES.len() + ZC.len();
+
 /// The names: the NIC's in `STATS` order, the queues' in `QUEUE_STATS`
-/// order, then the zero-copy ones (what `NetDeviceOps::ETHTOOL_STAT_NAMES`
-/// wants).
-pub(crate) const NAMES: [&CStr; STATS.len() + QUEUE_STATS.len() + ZC.len()] = {
-    let mut names = [c""; STATS.len() + QUEUE_STATS.len() + ZC.len()];
+/// order, the other queue pairs', then the zero-copy ones (what
+/// `NetDeviceOps::ETHTOOL_STAT_NAMES` wants).
+pub(crate) const NAMES: [&CStr; LINES] = {
+    let mut names = [c""; LINES];
     let mut i = 0;
     while i < STATS.len() {
         names[i] = STATS[i].0;
@@ -122,13 +163,21 @@ pub(crate) const NAMES: [&CStr; STATS.len() + QUEUE_STATS.len() + ZC.len()] = {
     }
     let mut j = 0;
     while j < QUEUE_STATS.len() {
-        names[i + j] = QUEUE_STATS[j].0;
+        names[i] = QUEUE_STATS[j].0;
+        i += 1;
         j += 1;
     }
-    let mut k = 0;
-    while k < ZC.len() {
-        names[i + j + k] = ZC[k];
-        k += 1;
+    j = 0;
+    while j < OTHER_QUEUES.len() {
+        names[i] = OTHER_QUEUES[j];
+        i += 1;
+        j += 1;
+    }
+    j = 0;
+    while j < ZC.len() {
+        names[i] = ZC[j];
+        i += 1;
+        j += 1;
     }
     names
 };
@@ -148,11 +197,30 @@ pub(crate) fn read_hw(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
     Ok(())
 }
 
-/// Reads the driver's per-queue counters into the `values` after the NIC's.
-pub(crate) fn read_queues(stats: &Stats, values: &mut [u64]) {
+/// Reads the driver's per-queue counters of `qps` (every queue pair the
+/// port may have, queue pair 0 first) into the `values` after the NIC's.
+pub(crate) fn read_queues<'a>(qps: impl Iterator<Item = &'a Stats> + Clone, values: &mut [u64]) {
     let queues = values.iter_mut().skip(STATS.len());
-    for (value, (_, counter)) in queues.zip(QUEUE_STATS.iter()) {
-        *value = counter(stats).load(Relaxed);
+    for (i, (value, (_, counter))) in queues.zip(QUEUE_STATS.iter()).enumerate() {
+        *value = if i < FIRST_PROF {
+            qps.clone().next().map_or(0, |s| counter(s).load(Relaxed))
+        } else {
+            qps.clone()
+                .map(|s| counter(s).load(Relaxed))
+                .fold(0, u64::wrapping_add)
+        };
+    }
+    let others = values.iter_mut().skip(STATS.len() + QUEUE_STATS.len());
+    let counts = qps.skip(1).flat_map(|s| {
+        [
+            s.rx_packets.load(Relaxed),
+            s.rx_bytes.load(Relaxed),
+            s.tx_packets.load(Relaxed),
+            s.tx_bytes.load(Relaxed),
+        ]
+    });
+    for (value, count) in others.take(OTHER_QUEUES.len()).zip(counts) {
+        *value = count;
     }
 }
 
@@ -172,7 +240,7 @@ pub(crate) fn read_zc(zc: &crate::control::ZcStats, values: &mut [u64]) {
         zc.tx_merged.load(Relaxed),
         zc.tx_copied.load(Relaxed),
     ];
-    let skip = STATS.len() + QUEUE_STATS.len();
+    let skip = STATS.len() + QUEUE_STATS.len() + OTHER_QUEUES.len();
     for (value, v) in values.iter_mut().skip(skip).zip(ours) {
         *value = v;
     }

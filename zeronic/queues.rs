@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The normal data path of one port: the TX and RX rings, their buffers, and
-//! the NAPI poller that reaps TX completions and receives frames.
+//! The normal data path of one queue pair of a port: the TX and RX rings,
+//! their buffers, and the NAPI poller that reaps TX completions and receives
+//! frames. A port has one [`Queues`] per queue pair the NIC may serve
+//! (hardware spec §14), each the poller data of its own NAPI; those past the
+//! port's active count hold no rings.
 //!
 //! Frames are copied through DMA-coherent buffers, one per ring slot: on TX
 //! the skb is copied into the slot's buffer, on RX the frame is copied out of
-//! it into a fresh skb, which GRO merges. A TCP/IPv4 GSO skb (up to 64 KiB)
+//! it into a fresh skb, which GRO merges. A TCP GSO skb (up to 64 KiB)
 //! is copied whole into one of `TSO_BUFS` larger buffers and posted as one
 //! plain TSO send that the NIC segments (hardware spec §8), so the stack
 //! handles one skb per 64 KiB instead of one per MSS. This path carries what
@@ -43,6 +46,7 @@ use kernel::{
         },
         skbuff::{
             Checksum,
+            HashType,
             RxChecksum,
             SkBuff, //
         },
@@ -84,6 +88,10 @@ use crate::{
             TxCompletion,
             TxDesc,
             HDRQ_ENTRY_SIZE,
+            RSS_TYPE_IPV4,
+            RSS_TYPE_IPV6,
+            RSS_TYPE_TCP4,
+            RSS_TYPE_TCP6,
             RXF_CSUM_BAD,
             RXF_CSUM_OK,
             RXF_TCP,
@@ -98,7 +106,7 @@ use crate::{
     nic_regs::{
         NicRegs,
         PortQueue,
-        PortRegs,
+        QueuePairRegs,
         Regs,
         VectorRegs, //
     },
@@ -161,11 +169,12 @@ pub(crate) fn ring_slots(asked: Option<u32>, mtu: u32) -> u32 {
     }
 }
 
-/// Counters of one port's net_device, updated locklessly. A port has one RX
-/// and one TX queue, so these are also queue 0's counters: `ip -s link`,
-/// the per-queue statistics (netdev netlink `qstats-get`) and the `rx0_*`,
-/// `tx0_*` lines of `ethtool -S` all read them, and they live as long as the
-/// net_device (not the rings), so none goes backwards on `ip link set down`.
+/// Counters of one queue pair, updated locklessly: its TX and RX queue's
+/// per-queue statistics (netdev netlink `qstats-get`); `ip -s link` shows
+/// the sum over the port's queue pairs, and queue pair 0's are the `rx0_*`
+/// and `tx0_*` lines of `ethtool -S`. They live as long as the net_device
+/// (not the rings), so none goes backwards on `ip link set down` or
+/// `ethtool -L`.
 pub(crate) struct Stats {
     pub(crate) rx_packets: Atomic<u64>,
     pub(crate) rx_bytes: Atomic<u64>,
@@ -198,6 +207,8 @@ pub(crate) struct Stats {
     /// them (its completions' `frames`).
     pub(crate) tx_tso: Atomic<u64>,
     pub(crate) tx_tso_frames: Atomic<u64>,
+    /// Bytes of the GSO skbs posted as plain TSO sends.
+    pub(crate) tx_tso_bytes: Atomic<u64>,
     /// Where the time goes (`prof_*` in `ethtool -S`, see
     /// docs/performance.md): doorbells rung, interrupts taken, NAPI polls.
     pub(crate) prof: Prof,
@@ -351,6 +362,7 @@ impl Stats {
             tx_wake: Atomic::new(0),
             tx_tso: Atomic::new(0),
             tx_tso_frames: Atomic::new(0),
+            tx_tso_bytes: Atomic::new(0),
             prof: Prof::new(),
         }
     }
@@ -403,7 +415,7 @@ fn tx_batch() -> bool {
     crate::module_parameters::tx_batch.value() != 0
 }
 
-/// The TX queue and TX completion queue of a port.
+/// The TX queue and TX completion queue of a queue pair.
 pub(crate) struct TxRing {
     pub(crate) txq: Ring<64>,
     pub(crate) txcq: Ring<16>,
@@ -446,13 +458,12 @@ impl TxRing {
     /// - `ENOMEM` if the rings, the buffers or the bookkeeping cannot be allocated.
     pub(crate) fn new(
         dev: &Device<Bound>,
-        port: u32,
+        block: QueuePairRegs,
         mtu: u32,
         slots: u32,
         tso: bool,
     ) -> Result<Self> {
         let (buf_len, _) = ring_geometry(mtu);
-        let block = PortRegs::new(port)?;
         let mut lens = KVec::new();
         // CAST: u32 -> usize is lossless on every architecture Linux supports.
         lens.resize(slots as usize, 0, GFP_KERNEL)?;
@@ -638,7 +649,7 @@ impl TxRing {
     }
 }
 
-/// The RX buffer queue and RX completion queue of a port.
+/// The RX buffer queue, RX completion queue and header queue of a queue pair.
 pub(crate) struct RxRing {
     pub(crate) rxq: Ring<16>,
     pub(crate) rxcq: Ring<32>,
@@ -664,9 +675,13 @@ impl RxRing {
     ///
     /// - `EINVAL` if `slots` is not a power of two or exceeds `MAX_RING`.
     /// - `ENOMEM` if the rings or the buffers cannot be allocated.
-    pub(crate) fn new(dev: &Device<Bound>, port: u32, mtu: u32, slots: u32) -> Result<Self> {
+    pub(crate) fn new(
+        dev: &Device<Bound>,
+        block: QueuePairRegs,
+        mtu: u32,
+        slots: u32,
+    ) -> Result<Self> {
         let (buf_len, _) = ring_geometry(mtu);
-        let block = PortRegs::new(port)?;
         Ok(Self {
             rxq: Ring::new(dev, slots, block.queue(PortQueue::Rx))?,
             rxcq: Ring::new(dev, slots, block.queue(PortQueue::RxCompletion))?,
@@ -706,15 +721,19 @@ impl RxRing {
     }
 }
 
-/// The data path of one port; the NAPI poller data of its net_device.
+/// The data path of one queue pair of a port; the poller data of its NAPI.
 #[pin_data]
 pub(crate) struct Queues {
     port: u32,
+    /// The queue pair: also the net_device's TX and RX queue index.
+    qp: u16,
+    /// Ports of the NIC (the vector numbers of queue pairs 1.. depend on it).
+    nports: u32,
     regs: Arc<NicRegs>,
     /// The NIC's control plane, for its flows (header queue).
     control: Arc<Control>,
     /// A zeroed page: the payload of duplicates TCP drops unread.
-    zero: Page,
+    zero: Arc<Page>,
     #[pin]
     pub(crate) tx: SpinLockBh<Option<TxRing>>,
     #[pin]
@@ -725,12 +744,16 @@ pub(crate) struct Queues {
 impl Queues {
     pub(crate) fn new(
         port: u32,
+        qp: u16,
+        nports: u32,
         regs: Arc<NicRegs>,
         control: Arc<Control>,
-        zero: Page,
+        zero: Arc<Page>,
     ) -> impl PinInit<Self> {
         pin_init!(Self {
             port,
+            qp,
+            nports,
             regs,
             control,
             zero,
@@ -740,16 +763,36 @@ impl Queues {
         })
     }
 
-    /// Masks or unmasks both vectors of the port (`VEC_MASK`).
+    /// The queue pair's vectors: its RX vector (RX completions and header
+    /// entries) and its TX vector, which for queue pairs 1.. is the same
+    /// one (hardware spec §14).
+    pub(crate) fn vectors(&self) -> (u32, u32) {
+        let qp = u32::from(self.qp);
+        (
+            regs::vec_qp_rx(self.nports, self.port, qp),
+            regs::vec_qp_tx(self.nports, self.port, qp),
+        )
+    }
+
+    /// Masks or unmasks the queue pair's vectors (`VEC_MASK`).
     ///
     /// # Errors
     ///
-    /// - `EINVAL` if a vector is beyond the table (never: ports are below `MAX_PORTS`).
+    /// - `EINVAL` if a vector is beyond the table (never: probe requests
+    ///   only vectors the table has).
     pub(crate) fn mask_vectors(&self, r: &Regs<'_>, masked: bool) -> Result {
-        for v in [regs::vec_rx(self.port), regs::vec_tx(self.port)] {
-            r.set_vector32::<{ regs::VEC_MASK }>(VectorRegs::new(v)?, u32::from(masked))?;
+        let (rx, tx) = self.vectors();
+        r.set_vector32::<{ regs::VEC_MASK }>(VectorRegs::new(rx)?, u32::from(masked))?;
+        if tx != rx {
+            r.set_vector32::<{ regs::VEC_MASK }>(VectorRegs::new(tx)?, u32::from(masked))?;
         }
         Ok(())
+    }
+
+    /// Whether the stack may not transmit on the queue pair's TX queue.
+    #[inline]
+    fn stopped(&self, dev: &NetDevice) -> bool {
+        dev.subqueue_stopped(self.qp).unwrap_or(true)
     }
 
     /// `ndo_start_xmit`: copies the frame to the next TX slot.
@@ -788,8 +831,9 @@ impl Queues {
         // Stop while a worst-case skb (a GSO skb, when TSO buffers exist)
         // could not be posted; completions wake the queue. BQL's
         // `sent_queue` below sees the stop and asks for the doorbell.
-        if !dev.queue_stopped() && (tx.free() == 0 || (!tx.tso_bufs.is_empty() && !tx.tso_free())) {
-            dev.stop_queue();
+        if !self.stopped(dev) && (tx.free() == 0 || (!tx.tso_bufs.is_empty() && !tx.tso_free())) {
+            // The queue exists: the stack called us on it.
+            let _ = dev.stop_subqueue(self.qp);
             bump(&self.stats.tx_stop, 1);
         }
         let ring = match posted {
@@ -884,8 +928,9 @@ impl Queues {
             // since. Dropped (TCP sends it again, then segmented).
             return Posted::Dropped;
         } else if skb.is_gso() {
-            // Let through by `features_check` only for TCP/IPv4 within
-            // MAX_TSO_FRAME on a NIC with CAP_PLAIN_TSO: the NIC segments.
+            // Let through by `features_check` only for TCP/IPv4 (or IPv6 with
+            // CAP_IPV6) within MAX_TSO_FRAME on a NIC with CAP_PLAIN_TSO:
+            // the NIC segments.
             if !tx.tso_free() {
                 // The queue stops whenever the last TSO buffer is taken;
                 // only a race with `ethtool -G`/MTU change gets here.
@@ -894,6 +939,7 @@ impl Queues {
             match tx.post_tso(r, skb) {
                 Ok(()) => {
                     bump(&self.stats.tx_tso, 1);
+                    bump(&self.stats.tx_tso_bytes, u64::from(skb.len()));
                     true
                 }
                 Err(_) => return Posted::Dropped,
@@ -972,21 +1018,22 @@ impl Queues {
         let mut res = Ok(());
         if tx.done != start {
             res = tx.txcq.set_cons(r, tx.done);
-            if dev.queue_stopped()
+            if self.stopped(dev)
                 && tx.free() >= tx.txq.entries() / 4
                 && (tx.tso_bufs.is_empty() || tx.tso_free())
             {
-                dev.wake_queue();
+                let _ = dev.wake_subqueue(self.qp);
                 bump(&self.stats.tx_wake, 1);
             }
         }
         let reaped = tx.done.wrapping_sub(start);
         drop(guard);
         if bql_bytes != 0 {
-            if let Err(e) = dev.tx_completed_queue(0, reaped, bql_bytes) {
+            if let Err(e) = dev.tx_completed_queue(self.qp, reaped, bql_bytes) {
                 kernel::pr_warn_once!(
-                    "port {}: BQL completion of {} bytes failed: {:?}\n",
+                    "port {} queue {}: BQL completion of {} bytes failed: {:?}\n",
                     self.port,
+                    self.qp,
                     bql_bytes,
                     e
                 );
@@ -1120,6 +1167,18 @@ impl Queues {
         } else {
             RxChecksum::None
         };
+        // The NIC's RSS hash (with `RSS_CTRL_HASH`), so the stack does not
+        // compute its own (hardware spec §14).
+        let hash = match c.rss_type {
+            RSS_TYPE_TCP4 | RSS_TYPE_TCP6 => HashType::L4,
+            RSS_TYPE_IPV4 | RSS_TYPE_IPV6 => HashType::L3,
+            _ => HashType::None,
+        };
+        // The skb is new and ours alone: these cannot fail.
+        let _ = skb.record_rx_queue(self.qp);
+        if hash != HashType::None {
+            let _ = skb.set_hash(c.rss_hash, hash);
+        }
         if skb.set_rx_checksum(csum).is_err() || skb.eth_type_trans(ctx.dev()).is_err() {
             bump(&self.stats.rx_errors, 1);
             return;
