@@ -773,7 +773,7 @@ impl NetDeviceOps for Port {
             return;
         };
         let hw = this.regs.get().ok();
-        queue_stats_rx(&this, queue, &qp.data().stats, hw.as_ref(), q);
+        QueueCounts::read(&this, queue, &qp.data().stats, hw.as_ref()).write_rx(q);
     }
 
     fn queue_stats_tx(_dev: &NetDevice, this: Pin<&Self>, queue: u32, q: &mut QueueStatsTx<'_>) {
@@ -781,7 +781,7 @@ impl NetDeviceOps for Port {
             return;
         };
         let hw = this.regs.get().ok();
-        queue_stats_tx(&this, queue, &qp.data().stats, hw.as_ref(), q);
+        QueueCounts::read(&this, queue, &qp.data().stats, hw.as_ref()).write_tx(q);
     }
 
     fn base_stats(
@@ -794,14 +794,15 @@ impl NetDeviceOps for Port {
         // sums the active queues' itself): each queue pair keeps its counts
         // across ifdown and `ethtool -L`, so nothing is counted outside
         // them. Zero marks each statistic the device total is complete for.
-        let mut base = BaseStats::default();
+        let mut base = QueueCounts::default();
         let hw = this.regs.get().ok();
         for (k, (stats, active)) in (0u32..).zip(this.all_stats()) {
             if !active {
-                base.add(&this, k, stats, hw.as_ref());
+                base.add(&QueueCounts::read(&this, k, stats, hw.as_ref()));
             }
         }
-        base.write(rx, tx);
+        base.write_rx(rx);
+        base.write_tx(tx);
     }
 
     fn change_mtu(dev: &NetDevice, this: Pin<&Self>, new_mtu: u32) -> Result {
@@ -863,80 +864,62 @@ impl HwDrops {
     }
 }
 
-/// Fills `q` with the RX counters of queue pair `qp`.
-fn queue_stats_rx(port: &Port, qp: u32, s: &Stats, r: Option<&Regs<'_>>, q: &mut QueueStatsRx<'_>) {
-    let hw = HwDrops::read(port, qp, r);
-    q.set_packets(s.rx_packets.load(Relaxed));
-    q.set_bytes(s.rx_bytes.load(Relaxed));
-    q.set_alloc_fail(s.rx_dropped.load(Relaxed));
-    q.set_csum_unnecessary(s.rx_csum_unnecessary.load(Relaxed));
-    q.set_csum_none(s.rx_csum_none.load(Relaxed));
-    q.set_csum_bad(s.rx_csum_bad.load(Relaxed));
-    q.set_hw_drop_overruns(hw.rx_overruns);
-    q.set_hw_drops(hw.rx_overruns.saturating_add(hw.rx_port));
-}
-
-/// Fills `q` with the TX counters of queue pair `qp`.
-fn queue_stats_tx(port: &Port, qp: u32, s: &Stats, r: Option<&Regs<'_>>, q: &mut QueueStatsTx<'_>) {
-    let hw = HwDrops::read(port, qp, r);
-    let errors = s.tx_errors.load(Relaxed);
-    q.set_packets(s.tx_packets.load(Relaxed));
-    q.set_bytes(s.tx_bytes.load(Relaxed));
-    q.set_needs_csum(s.tx_needs_csum.load(Relaxed));
-    q.set_csum_none(s.tx_csum_none.load(Relaxed));
-    q.set_stop(s.tx_stop.load(Relaxed));
-    q.set_wake(s.tx_wake.load(Relaxed));
-    q.set_hw_gso_packets(s.tx_tso.load(Relaxed));
-    q.set_hw_gso_bytes(s.tx_tso_bytes.load(Relaxed));
-    q.set_hw_gso_wire_packets(s.tx_tso_frames.load(Relaxed));
-    // Descriptors the NIC refused, and frames it dropped for want of link.
-    q.set_hw_drop_errors(errors);
-    q.set_hw_drops(errors.saturating_add(hw.tx_no_link));
-}
-
-/// Sums of the counters of inactive queue pairs (`base_stats`).
+/// A queue pair's counters as netdev netlink's per-queue statistics report
+/// them, in the order `write_rx` and `write_tx` set them: one list for a
+/// queue's statistics and for the base statistics, which add up those of
+/// the inactive queue pairs.
 #[derive(Default)]
-struct BaseStats {
+struct QueueCounts {
     rx: [u64; 8],
     tx: [u64; 11],
 }
 
-impl BaseStats {
-    fn add(&mut self, port: &Port, qp: u32, s: &Stats, r: Option<&Regs<'_>>) {
+impl QueueCounts {
+    /// The counters of queue pair `qp` of `port` (`s` its driver counters,
+    /// `r` the NIC's registers unless it is gone).
+    fn read(port: &Port, qp: u32, s: &Stats, r: Option<&Regs<'_>>) -> Self {
         let hw = HwDrops::read(port, qp, r);
-        let rx = [
-            s.rx_packets.load(Relaxed),
-            s.rx_bytes.load(Relaxed),
-            s.rx_dropped.load(Relaxed),
-            s.rx_csum_unnecessary.load(Relaxed),
-            s.rx_csum_none.load(Relaxed),
-            s.rx_csum_bad.load(Relaxed),
-            hw.rx_overruns,
-            hw.rx_overruns.saturating_add(hw.rx_port),
-        ];
         let errors = s.tx_errors.load(Relaxed);
-        let tx = [
-            s.tx_packets.load(Relaxed),
-            s.tx_bytes.load(Relaxed),
-            s.tx_needs_csum.load(Relaxed),
-            s.tx_csum_none.load(Relaxed),
-            s.tx_stop.load(Relaxed),
-            s.tx_wake.load(Relaxed),
-            s.tx_tso.load(Relaxed),
-            s.tx_tso_bytes.load(Relaxed),
-            s.tx_tso_frames.load(Relaxed),
-            errors,
-            errors.saturating_add(hw.tx_no_link),
-        ];
-        for (a, b) in self.rx.iter_mut().zip(rx) {
+        Self {
+            rx: [
+                s.rx_packets.load(Relaxed),
+                s.rx_bytes.load(Relaxed),
+                s.rx_dropped.load(Relaxed),
+                s.rx_csum_unnecessary.load(Relaxed),
+                s.rx_csum_none.load(Relaxed),
+                s.rx_csum_bad.load(Relaxed),
+                hw.rx_overruns,
+                hw.rx_overruns.saturating_add(hw.rx_port),
+            ],
+            tx: [
+                s.tx_packets.load(Relaxed),
+                s.tx_bytes.load(Relaxed),
+                s.tx_needs_csum.load(Relaxed),
+                s.tx_csum_none.load(Relaxed),
+                s.tx_stop.load(Relaxed),
+                s.tx_wake.load(Relaxed),
+                s.tx_tso.load(Relaxed),
+                s.tx_tso_bytes.load(Relaxed),
+                s.tx_tso_frames.load(Relaxed),
+                // Descriptors the NIC refused, and frames it dropped for
+                // want of link.
+                errors,
+                errors.saturating_add(hw.tx_no_link),
+            ],
+        }
+    }
+
+    /// Adds `other`'s counters to these.
+    fn add(&mut self, other: &Self) {
+        for (a, b) in self.rx.iter_mut().zip(other.rx) {
             *a = a.wrapping_add(b);
         }
-        for (a, b) in self.tx.iter_mut().zip(tx) {
+        for (a, b) in self.tx.iter_mut().zip(other.tx) {
             *a = a.wrapping_add(b);
         }
     }
 
-    fn write(&self, rx: &mut QueueStatsRx<'_>, tx: &mut QueueStatsTx<'_>) {
+    fn write_rx(&self, rx: &mut QueueStatsRx<'_>) {
         let [packets, bytes, alloc_fail, unnecessary, none, bad, overruns, drops] = self.rx;
         rx.set_packets(packets);
         rx.set_bytes(bytes);
@@ -946,6 +929,9 @@ impl BaseStats {
         rx.set_csum_bad(bad);
         rx.set_hw_drop_overruns(overruns);
         rx.set_hw_drops(drops);
+    }
+
+    fn write_tx(&self, tx: &mut QueueStatsTx<'_>) {
         let [packets, bytes, needs, none, stop, wake, gso, gso_bytes, wire, errors, drops] =
             self.tx;
         tx.set_packets(packets);

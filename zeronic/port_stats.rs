@@ -200,10 +200,11 @@ pub(crate) fn read_hw(r: &Regs<'_>, port: u32, values: &mut [u64]) -> Result {
 /// Reads the driver's per-queue counters of `qps` (every queue pair the
 /// port may have, queue pair 0 first) into the `values` after the NIC's.
 pub(crate) fn read_queues<'a>(qps: impl Iterator<Item = &'a Stats> + Clone, values: &mut [u64]) {
+    let qp0 = qps.clone().next();
     let queues = values.iter_mut().skip(STATS.len());
     for (i, (value, (_, counter))) in queues.zip(QUEUE_STATS.iter()).enumerate() {
         *value = if i < FIRST_PROF {
-            qps.clone().next().map_or(0, |s| counter(s).load(Relaxed))
+            qp0.map_or(0, |s| counter(s).load(Relaxed))
         } else {
             qps.clone()
                 .map(|s| counter(s).load(Relaxed))
