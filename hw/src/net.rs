@@ -32,71 +32,6 @@ pub const TCP_ACK: u8 = 0x10;
 /// TCP URG (the urgent pointer is significant).
 pub const TCP_URG: u8 = 0x20;
 
-/// A parsed IPv4/TCP frame (offsets into the frame).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Tcp4 {
-    /// IPv4 header length.
-    pub ihl: usize,
-    /// IPv4 TOS byte (DSCP and ECN).
-    pub tos: u8,
-    /// IPv4 time to live.
-    pub ttl: u8,
-    /// IPv4 total length.
-    pub tot_len: usize,
-    /// Source address.
-    pub src: [u8; 4],
-    /// Destination address.
-    pub dst: [u8; 4],
-    /// Source port.
-    pub sport: u16,
-    /// Destination port.
-    pub dport: u16,
-    /// Sequence number.
-    pub seq: u32,
-    /// Acknowledgment number.
-    pub ack: u32,
-    /// TCP header length.
-    pub thl: usize,
-    /// TCP flags.
-    pub flags: u8,
-    /// TCP window field (unscaled).
-    pub win: u16,
-}
-
-impl Tcp4 {
-    /// ACK set, SYN and RST clear: a segment of an established connection
-    /// whose ACK (and window) and payload TCP takes. TCP discards the
-    /// payload of any other (RFC 9293 3.10.7.4; Linux does).
-    pub fn is_plain_ack(&self) -> bool {
-        self.flags & TCP_ACK != 0 && self.flags & (TCP_SYN | TCP_RST) == 0
-    }
-
-    /// Offset of the IPv4 header.
-    pub fn l3_off(&self) -> usize {
-        ETH_HLEN
-    }
-    /// Offset of the TCP header.
-    pub fn l4_off(&self) -> usize {
-        ETH_HLEN + self.ihl
-    }
-    /// Offset of the payload (= total header length).
-    pub fn pay_off(&self) -> usize {
-        ETH_HLEN + self.ihl + self.thl
-    }
-    /// Payload length.
-    pub fn pay_len(&self) -> usize {
-        self.tot_len - self.ihl - self.thl
-    }
-    /// TCP segment length (header + payload).
-    pub fn tcp_len(&self) -> usize {
-        self.tot_len - self.ihl
-    }
-    /// The packet carries an ECN Congestion Experienced mark.
-    pub fn ce(&self) -> bool {
-        self.tos & ECN_CE == ECN_CE
-    }
-}
-
 /// A frame the parser refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParseError {
@@ -134,35 +69,22 @@ fn be32(b: &[u8], o: usize) -> Result<u32, ParseError> {
     ]))
 }
 
-/// Parses an IPv4/TCP frame: [`parse_tcp`] for IPv4 frames only.
+/// Parses an IPv4/TCP frame: [`parse_tcp`] for IPv4 frames only (the
+/// addresses are IPv4-mapped, [`v4_of_mapped`] gives them back).
 /// `Ok(None)`: not an unfragmented IPv4/TCP frame (passed through whole;
 /// IPv6 included).
 ///
 /// # Errors
 ///
 /// As [`parse_tcp`], for IPv4 frames.
-pub fn parse_tcp4(head: &[u8], frame_len: usize) -> Result<Option<Tcp4>, ParseError> {
+pub fn parse_tcp4(head: &[u8], frame_len: usize) -> Result<Option<Tcp>, ParseError> {
     if frame_len < ETH_HLEN || head.len() < ETH_HLEN {
         return Err(ParseError::Runt);
     }
     if be16(head, 12)? != ETH_P_IPV4 {
         return Ok(None);
     }
-    Ok(parse_tcp(head, frame_len)?.map(|t| Tcp4 {
-        ihl: t.ihl,
-        tos: t.tos,
-        ttl: t.ttl,
-        tot_len: t.tot_len,
-        src: v4_of_mapped(t.src),
-        dst: v4_of_mapped(t.dst),
-        sport: t.sport,
-        dport: t.dport,
-        seq: t.seq,
-        ack: t.ack,
-        thl: t.thl,
-        flags: t.flags,
-        win: t.win,
-    }))
+    parse_tcp(head, frame_len)
 }
 
 /// The IPv4-mapped IPv6 address of `a` (`::ffff:a.b.c.d`, RFC 4291
@@ -225,7 +147,9 @@ pub struct Tcp {
 }
 
 impl Tcp {
-    /// As [`Tcp4::is_plain_ack`].
+    /// ACK set, SYN and RST clear: a segment of an established connection
+    /// whose ACK (and window) and payload TCP takes. TCP discards the
+    /// payload of any other (RFC 9293 3.10.7.4; Linux does).
     pub fn is_plain_ack(&self) -> bool {
         self.flags & TCP_ACK != 0 && self.flags & (TCP_SYN | TCP_RST) == 0
     }
