@@ -14,18 +14,6 @@ use zeronic_hw::status::*;
 use zeronic_nic::model::Topology;
 use zeronic_nic::wire::Impair;
 
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
 #[test]
 fn plain_frames_pass_whole_with_flags() {
     let mut tb = Tb::new(Topology::TwoGuest, Impair::default());

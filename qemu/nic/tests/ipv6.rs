@@ -20,18 +20,6 @@ const B6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2
 /// Ethernet + IPv6 + TCP without options.
 const HL: usize = 14 + 40 + 20;
 
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
 /// Textbook RFC 1071 ones' complement sum of big-endian 16-bit words.
 fn sum16(data: &[u8]) -> u32 {
     let mut s: u32 = 0;
@@ -289,6 +277,21 @@ fn ipv6_merge_sends_build_headers_and_checksums() {
     assert_eq!(got, data);
 }
 
+/// Posts the frame of `len` bytes at `a` as a plain TSO send, MSS 1440.
+fn tso_1440(tb: &mut Tb, a: u64, len: usize) {
+    tb.drv[0].tx(
+        0,
+        TxDesc {
+            opcode: TX_OP_PLAIN,
+            flags: TXF_TSO,
+            buf_len: len as u32,
+            buf_addr: a,
+            mss: 1440,
+            ..Default::default()
+        },
+    );
+}
+
 #[test]
 fn plain_tso_segments_tcp_over_ipv6() {
     let mut tb = Tb::new(Topology::TwoGuest, Impair::default());
@@ -300,17 +303,7 @@ fn plain_tso_segments_tcp_over_ipv6() {
     f[18..20].copy_from_slice(&0u16.to_be_bytes());
     let a = tb.drv[0].alloc(f.len() as u64);
     tb.drv[0].mem.write(a, &f).unwrap();
-    tb.drv[0].tx(
-        0,
-        TxDesc {
-            opcode: TX_OP_PLAIN,
-            flags: TXF_TSO,
-            buf_len: f.len() as u32,
-            buf_addr: a,
-            mss: 1440,
-            ..Default::default()
-        },
-    );
+    tso_1440(&mut tb, a, f.len());
     tb.step();
     let nseg = 20_000usize.div_ceil(1440);
     assert_eq!(tb.drv[0].reap_tx(0)[0].frames as usize, nseg);
@@ -330,17 +323,7 @@ fn plain_tso_segments_tcp_over_ipv6() {
     let mut bad = f.clone();
     bad[20] = 0; // hop-by-hop
     tb.drv[0].mem.write(a, &bad).unwrap();
-    tb.drv[0].tx(
-        0,
-        TxDesc {
-            opcode: TX_OP_PLAIN,
-            flags: TXF_TSO,
-            buf_len: f.len() as u32,
-            buf_addr: a,
-            mss: 1440,
-            ..Default::default()
-        },
-    );
+    tso_1440(&mut tb, a, f.len());
     tb.step();
     assert_eq!(tb.drv[0].reap_tx(0)[0].status, ST_MALFORMED);
 }

@@ -16,6 +16,20 @@ use zeronic_nic::wire::Impair;
 
 pub const RAM: usize = 64 << 20;
 
+/// `len` bytes of a xorshift stream seeded by `seed`: payload whose every
+/// position differs from its neighbours', so a misplaced byte shows.
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
 /// A driver-side view of one ring.
 #[derive(Clone, Copy, Default, Debug)]
 pub struct Q {
