@@ -73,6 +73,55 @@ pub fn hash_tcp6(key: &[u8], saddr: [u8; 16], daddr: [u8; 16], sport: u16, dport
     toeplitz(key, &input)
 }
 
+/// Hash input field (version 2.4): the source address.
+pub const RSS_FIELD_SA: u32 = 1 << 0;
+/// Hash input field (version 2.4): the destination address.
+pub const RSS_FIELD_DA: u32 = 1 << 1;
+/// Hash input field (version 2.4): the source port (L4 bytes 0..2).
+pub const RSS_FIELD_SP: u32 = 1 << 2;
+/// Hash input field (version 2.4): the destination port (L4 bytes 2..4).
+pub const RSS_FIELD_DP: u32 = 1 << 3;
+/// All hash input fields: the 4-tuple.
+pub const RSS_FIELDS_ALL: u32 = 0xf;
+
+/// The hash over the fields `fields` (`RSS_FIELD_*`, other bits ignored)
+/// selects of a packet, concatenated in the fixed order source address,
+/// destination address, source port, destination port (addresses as 4 or
+/// 16 bytes in network byte order; longer slices are cut at 16 bytes).
+/// `RSS_FIELDS_ALL` is [`hash_tcp4`] / [`hash_tcp6`], `RSS_FIELD_SA |
+/// RSS_FIELD_DA` the addresses' hash; no field hashes nothing (0).
+pub fn hash_fields(
+    key: &[u8],
+    fields: u32,
+    saddr: &[u8],
+    daddr: &[u8],
+    sport: u16,
+    dport: u16,
+) -> u32 {
+    let (sp, dp) = (sport.to_be_bytes(), dport.to_be_bytes());
+    let parts: [(u32, &[u8]); 4] = [
+        (RSS_FIELD_SA, saddr),
+        (RSS_FIELD_DA, daddr),
+        (RSS_FIELD_SP, &sp),
+        (RSS_FIELD_DP, &dp),
+    ];
+    // The largest input: two IPv6 addresses and two ports.
+    let mut input = [0u8; 36];
+    let mut len = 0;
+    for (bit, bytes) in parts {
+        if fields & bit == 0 {
+            continue;
+        }
+        for &b in bytes.iter().take(16) {
+            if let Some(slot) = input.get_mut(len) {
+                *slot = b;
+                len += 1;
+            }
+        }
+    }
+    toeplitz(key, input.get(..len).unwrap_or(&[]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +230,43 @@ mod tests {
             assert_eq!(hash_tcp6(&RSS_KEY_DEFAULT, s, d, sp, dp), tuple);
             assert_eq!(hash_ipv6(&RSS_KEY_DEFAULT, s, d), addrs);
         }
+    }
+
+    /// The defaults of `PORT_RSS_FIELDS` (TCP: all four, UDP: the
+    /// addresses) reproduce the hashes of 2.3, Microsoft's vectors.
+    #[test]
+    fn field_selection_defaults_are_microsoft_s_hashes() {
+        let k = &RSS_KEY_DEFAULT;
+        for (s, sp, d, dp, tuple, addrs) in IPV4 {
+            assert_eq!(hash_fields(k, RSS_FIELDS_ALL, &s, &d, sp, dp), tuple);
+            let sd = RSS_FIELD_SA | RSS_FIELD_DA;
+            assert_eq!(hash_fields(k, sd, &s, &d, sp, dp), addrs);
+            assert_eq!(hash_fields(k, sd | 0xf0, &s, &d, sp, dp), addrs);
+            assert_eq!(hash_fields(k, 0, &s, &d, sp, dp), 0);
+        }
+        let s = v6([0x3ffe, 0x2501, 0x200, 0x1fff, 0, 0, 0, 7]);
+        let d = v6([0x3ffe, 0x2501, 0x200, 3, 0, 0, 0, 1]);
+        assert_eq!(
+            hash_fields(k, RSS_FIELDS_ALL, &s, &d, 2794, 1766),
+            0x4020_7d3d
+        );
+        assert_eq!(hash_fields(k, 3, &s, &d, 2794, 1766), 0x2cc1_8cd5);
+    }
+
+    /// A subset is the selected fields concatenated in the fixed order,
+    /// hashed from the first key bit.
+    #[test]
+    fn field_subsets_concatenate_in_order() {
+        let k = &RSS_KEY_DEFAULT;
+        let (s, d) = ([66, 9, 149, 187], [161, 142, 100, 80]);
+        let sa_dp = [66, 9, 149, 187, 0x06, 0xe6];
+        let got = hash_fields(k, RSS_FIELD_SA | RSS_FIELD_DP, &s, &d, 2794, 1766);
+        assert_eq!(got, toeplitz(k, &sa_dp));
+        let ports = [0x0a, 0xea, 0x06, 0xe6];
+        let got = hash_fields(k, RSS_FIELD_SP | RSS_FIELD_DP, &s, &d, 2794, 1766);
+        assert_eq!(got, toeplitz(k, &ports));
+        let got = hash_fields(k, RSS_FIELD_DA, &s, &d, 2794, 1766);
+        assert_eq!(got, toeplitz(k, &d));
     }
 
     #[test]
