@@ -24,6 +24,9 @@ pub const CMD_MS_POST: u16 = 7;
 pub const CMD_RULE_SET: u16 = 8;
 /// Command: clear n-tuple rule `index` of a port ([`CmdRule`], `port` and `index` used).
 pub const CMD_RULE_CLEAR: u16 = 9;
+/// Command (version 2.4): write the indirection table of RSS context `ctx`
+/// of a port from guest memory ([`CmdRssCtx`]).
+pub const CMD_RSS_CTX_SET: u16 = 10;
 
 /// MR right: the NIC may DMA-read the region (TX merge payload).
 pub const MR_ACCESS_LOCAL_READ: u32 = 1 << 0;
@@ -219,36 +222,65 @@ impl FlowAddr6 {
 
     /// Reads the byte image.
     pub fn decode(b: &[u8; 32]) -> Self {
-        let mut a = Self::default();
-        a.local_addr.copy_from_slice(&b[..16]);
-        a.remote_addr.copy_from_slice(&b[16..]);
-        a
+        let [local_addr, remote_addr] = addrs_of(b);
+        Self {
+            local_addr,
+            remote_addr,
+        }
     }
 
     /// Writes the byte image.
     pub fn encode(&self) -> [u8; 32] {
-        let mut b = [0u8; 32];
-        b[..16].copy_from_slice(&self.local_addr);
-        b[16..].copy_from_slice(&self.remote_addr);
-        b
+        image_of(&[self.local_addr, self.remote_addr])
     }
 }
 
 const _: () = assert!(core::mem::size_of::<FlowAddr6>() == FlowAddr6::SIZE);
+
+/// The `N` 16-byte addresses of an address block's byte image `b`, in order.
+fn addrs_of<const N: usize>(b: &[u8]) -> [[u8; 16]; N] {
+    let mut chunks = b.chunks_exact(16);
+    core::array::from_fn(|_| {
+        chunks
+            .next()
+            .and_then(|c| c.try_into().ok())
+            .unwrap_or_default()
+    })
+}
+
+/// The byte image of an address block holding `addrs` in order.
+fn image_of<const M: usize>(addrs: &[[u8; 16]]) -> [u8; M] {
+    let mut b = [0u8; M];
+    for (d, a) in b.chunks_exact_mut(16).zip(addrs) {
+        d.copy_from_slice(a);
+    }
+    b
+}
+
+/// The guest-physical address of an IPv6 address block as a command
+/// carries it: bits 0..32 in `lo`, bits 32..64 in `hi` (two adjacent u32
+/// fields that hold IPv4 addresses in the IPv4 form of the command).
+fn addr6_of(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | (u64::from(hi) << 32)
+}
+
+/// `a` split as [`addr6_of`] reads it: (bits 0..32, bits 32..64).
+fn addr6_split(a: u64) -> (u32, u32) {
+    // CAST: the low and high 32 bits, each exact.
+    (a as u32, (a >> 32) as u32)
+}
 
 impl CmdFlow {
     /// INSTALL with `FLOWI_IPV6`: the guest-physical address of the flow's
     /// [`FlowAddr6`] block (8-byte aligned), carried in bytes 16..24 where
     /// an IPv4 flow has its two addresses.
     pub fn addr6(&self) -> u64 {
-        u64::from(self.local_ip) | (u64::from(self.remote_ip) << 32)
+        addr6_of(self.local_ip, self.remote_ip)
     }
 
     /// Stores `a` as [`Self::addr6`].
     pub fn set_addr6(&mut self, a: u64) {
-        // CAST: the low and high 32 bits, each exact.
-        self.local_ip = a as u32;
-        self.remote_ip = (a >> 32) as u32;
+        (self.local_ip, self.remote_ip) = addr6_split(a);
     }
 }
 
@@ -256,6 +288,15 @@ impl CmdFlow {
 pub const RULE_ACT_QUEUE: u16 = 1;
 /// N-tuple rule action: drop matching frames (`PSTAT_RX_RULE_DROP`).
 pub const RULE_ACT_DROP: u16 = 2;
+/// N-tuple rule action (version 2.4): deliver matching frames to entry
+/// `hash & (RSS_TABLE_SIZE - 1)` of RSS context `rss_ctx`'s indirection
+/// table plus `queue`.
+pub const RULE_ACT_RSS: u16 = 3;
+/// CMD_RULE_SET flag (version 2.4): an IPv6 rule; `src_ip` and
+/// `src_ip_mask` together hold `addr6`, the guest-physical address of its
+/// [`RuleAddr6`] block (see [`CmdRule::addr6`]); `dst_ip` and
+/// `dst_ip_mask` are reserved (0).
+pub const RULEF_IPV6: u16 = 1 << 0;
 /// CMD_RULE_SET index: the NIC takes the lowest free rule (`ST_NO_SPACE` if none).
 pub const RULE_INDEX_ANY: u16 = 0xffff;
 
@@ -266,7 +307,7 @@ le_struct! {
     pub struct CmdRule(64) {
         /// CMD_RULE_*.
         pub opcode: u16,
-        /// 0.
+        /// SET: `RULEF_IPV6` or 0. CLEAR: 0.
         pub flags: u16,
         /// Echoed.
         pub cookie: u32,
@@ -276,15 +317,16 @@ le_struct! {
         pub index: u16,
         /// SET: `RULE_ACT_*`.
         pub action: u16,
-        /// SET with RULE_ACT_QUEUE: queue pair (< MAX_QP).
+        /// SET with RULE_ACT_QUEUE: queue pair (< MAX_QP). With
+        /// RULE_ACT_RSS: added to the table entry (< MAX_QP).
         pub queue: u16,
-        /// SET: IPv4 source address.
+        /// SET: IPv4 source address. With `RULEF_IPV6`: bits 0..32 of `addr6`.
         pub src_ip: u32,
-        /// SET: mask of `src_ip` (0: any).
+        /// SET: mask of `src_ip` (0: any). With `RULEF_IPV6`: bits 32..64 of `addr6`.
         pub src_ip_mask: u32,
-        /// SET: IPv4 destination address.
+        /// SET: IPv4 destination address (`RULEF_IPV6`: 0).
         pub dst_ip: u32,
-        /// SET: mask of `dst_ip` (0: any).
+        /// SET: mask of `dst_ip` (0: any; `RULEF_IPV6`: 0).
         pub dst_ip_mask: u32,
         /// SET: TCP/UDP source port.
         pub src_port: u16,
@@ -294,16 +336,104 @@ le_struct! {
         pub dst_port: u16,
         /// SET: mask of `dst_port` (0: any; nonzero: only unfragmented TCP/UDP match).
         pub dst_port_mask: u16,
-        /// SET: IP protocol to match (0: any).
+        /// SET: IP protocol (IPv6: next header) to match (0: any).
         pub proto: u16,
-        /// Reserved, 0.
-        pub rsvd0: u16,
+        /// SET with RULE_ACT_RSS: RSS context (< RSS_CONTEXTS); otherwise 0.
+        pub rss_ctx: u16,
         /// Reserved, 0.
         pub rsvd1: u32,
         /// Reserved, 0.
         pub rsvd2: u64,
         /// Reserved, 0.
         pub rsvd3: u64,
+    }
+}
+
+impl CmdRule {
+    /// SET with `RULEF_IPV6`: the guest-physical address of the rule's
+    /// [`RuleAddr6`] block (8-byte aligned), carried in bytes 16..24 as
+    /// [`CmdFlow::addr6`] is.
+    pub fn addr6(&self) -> u64 {
+        addr6_of(self.src_ip, self.src_ip_mask)
+    }
+
+    /// Stores `a` as [`Self::addr6`].
+    pub fn set_addr6(&mut self, a: u64) {
+        (self.src_ip, self.src_ip_mask) = addr6_split(a);
+    }
+}
+
+/// The addresses and masks of an IPv6 n-tuple rule (CMD_RULE_SET with
+/// `RULEF_IPV6`, version 2.4), in guest memory at `addr6`: the NIC reads it
+/// while it executes the command; the driver may reuse it after the
+/// completion. Network byte order, as on the wire; a zero mask matches any
+/// address.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleAddr6 {
+    /// Source address to match.
+    pub src_addr: [u8; 16],
+    /// Mask of `src_addr`.
+    pub src_mask: [u8; 16],
+    /// Destination address to match.
+    pub dst_addr: [u8; 16],
+    /// Mask of `dst_addr`.
+    pub dst_mask: [u8; 16],
+}
+
+impl RuleAddr6 {
+    /// Size of the byte image.
+    pub const SIZE: usize = 64;
+
+    /// Reads the byte image.
+    pub fn decode(b: &[u8; 64]) -> Self {
+        let [src_addr, src_mask, dst_addr, dst_mask] = addrs_of(b);
+        Self {
+            src_addr,
+            src_mask,
+            dst_addr,
+            dst_mask,
+        }
+    }
+
+    /// Writes the byte image.
+    pub fn encode(&self) -> [u8; 64] {
+        image_of(&[self.src_addr, self.src_mask, self.dst_addr, self.dst_mask])
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<RuleAddr6>() == RuleAddr6::SIZE);
+
+le_struct! {
+    /// CMD_RSS_CTX_SET (version 2.4): the NIC reads `RSS_TABLE_SIZE`
+    /// one-byte entries (queue pair numbers) at `table` while it executes
+    /// the command and makes them RSS context `ctx`'s indirection table,
+    /// whole between two frames.
+    pub struct CmdRssCtx(64) {
+        /// CMD_RSS_CTX_SET.
+        pub opcode: u16,
+        /// 0.
+        pub flags: u16,
+        /// Echoed.
+        pub cookie: u32,
+        /// Port.
+        pub port: u16,
+        /// RSS context, 1..RSS_CONTEXTS (context 0 is `PORT_RSS_TABLE`).
+        pub ctx: u16,
+        /// Reserved, 0.
+        pub rsvd0: u32,
+        /// Guest-physical address of the table (8-byte aligned).
+        pub table: u64,
+        /// Reserved, 0.
+        pub rsvd1: u64,
+        /// Reserved, 0.
+        pub rsvd2: u64,
+        /// Reserved, 0.
+        pub rsvd3: u64,
+        /// Reserved, 0.
+        pub rsvd4: u64,
+        /// Reserved, 0.
+        pub rsvd5: u64,
     }
 }
 
@@ -477,6 +607,7 @@ macro_rules! layout_command {
 layout_command!(CmdMrReg, CMD_MR_REG, u64, "The region's MR key.");
 layout_command!(CmdMrInval, CMD_MR_INVAL, ());
 layout_command!(CmdRule, CMD_RULE_SET, u64, "The rule's index.");
+layout_command!(CmdRssCtx, CMD_RSS_CTX_SET, ());
 
 /// CMD_RULE_CLEAR of rule `index` of port `port`.
 #[derive(Clone, Copy, Debug, Default)]

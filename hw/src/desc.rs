@@ -113,21 +113,31 @@ le_struct! {
     }
 }
 
-/// RSS hash type: no hash (neither IPv4 nor IPv6, 802.1Q-tagged, or hash
-/// reporting off).
+/// RSS hash type: no hash (neither IPv4 nor IPv6, 802.1Q-tagged, hash
+/// reporting off, or (version 2.4) no field selected in `PORT_RSS_FIELDS`).
 pub const RSS_TYPE_NONE: u16 = 0;
 /// RSS hash type: IPv4/TCP 4-tuple (source and destination address, source
-/// and destination port).
+/// and destination port; since 2.4 the `PORT_RSS_FIELDS` selection, with a
+/// port).
 pub const RSS_TYPE_TCP4: u16 = 1;
 /// RSS hash type: IPv4 addresses only (source, destination): IPv4 that is
-/// not TCP, and every IPv4 fragment.
+/// not TCP, and every IPv4 fragment (since 2.4 also TCP/UDP whose
+/// `PORT_RSS_FIELDS` selection has no port: those addresses).
 pub const RSS_TYPE_IPV4: u16 = 2;
 /// RSS hash type: IPv6/TCP 4-tuple (source and destination address, source
-/// and destination port; version 2.3): IPv6 whose next header is TCP.
+/// and destination port; version 2.3): IPv6 whose next header is TCP (since
+/// 2.4 the `PORT_RSS_FIELDS` selection, with a port).
 pub const RSS_TYPE_TCP6: u16 = 3;
 /// RSS hash type: IPv6 addresses only (source, destination; version 2.3):
-/// IPv6 that is not TCP, and every IPv6 packet with an extension header.
+/// IPv6 that is not TCP, and every IPv6 packet with an extension header
+/// (since 2.4 also TCP/UDP whose selection has no port: those addresses).
 pub const RSS_TYPE_IPV6: u16 = 4;
+/// RSS hash type (version 2.4): IPv4/UDP with a port among the hashed
+/// fields (`PORT_RSS_FIELDS`).
+pub const RSS_TYPE_UDP4: u16 = 5;
+/// RSS hash type (version 2.4): IPv6/UDP with a port among the hashed
+/// fields (`PORT_RSS_FIELDS`).
+pub const RSS_TYPE_UDP6: u16 = 6;
 
 /// Header queue slot size; the packet header bytes follow the metadata.
 pub const HDRQ_ENTRY_SIZE: usize = 256;

@@ -44,7 +44,7 @@ pub const ZN_MAGIC: u32 = 0x4349_4e5a;
 /// Major version; a driver refuses a different major.
 pub const ZN_VERSION_MAJOR: u32 = 2;
 /// Minor version; additions only.
-pub const ZN_VERSION_MINOR: u32 = 3;
+pub const ZN_VERSION_MINOR: u32 = 4;
 /// `REG_VERSION` value: `major << 16 | minor`.
 pub const ZN_VERSION: u32 = (ZN_VERSION_MAJOR << 16) | ZN_VERSION_MINOR;
 /// Size of BAR2 (the ivshmem shared-memory object), bytes.
@@ -73,6 +73,9 @@ pub const CAP_MULTI_QUEUE: u32 = 1 << 8;
 /// IPv6: flows, placement, TX merge, TSO, checksum offload and RSS for
 /// TCP/IPv6 as for TCP/IPv4 (version 2.3).
 pub const CAP_IPV6: u32 = 1 << 9;
+/// Steering version 2: n-tuple rules for IPv6, RSS hash fields per flow
+/// type (`PORT_RSS_FIELDS`) and RSS contexts (version 2.4).
+pub const CAP_STEER_V2: u32 = 1 << 10;
 /// All capabilities of this version.
 pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_TX_MERGE
@@ -83,7 +86,8 @@ pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_RX_RING
     | CAP_PLAIN_TSO
     | CAP_MULTI_QUEUE
-    | CAP_IPV6;
+    | CAP_IPV6
+    | CAP_STEER_V2;
 
 // ---- capacities (also readable from BAR2) ----
 /// Ports per guest in the largest topology.
@@ -137,6 +141,9 @@ pub const MQ_VECTORS: u32 = 1 + MAX_PORTS * (MAX_QP + 1);
 pub const RSS_TABLE_SIZE: u32 = 128;
 /// N-tuple steering rules per port.
 pub const NTUPLE_RULES: u32 = 16;
+/// RSS contexts (indirection tables) per port (version 2.4): context 0 is
+/// `PORT_RSS_TABLE`, the others are written by `CMD_RSS_CTX_SET`.
+pub const RSS_CONTEXTS: u32 = 8;
 /// Default RX coalescing limit (payload bytes per header-queue entry):
 /// 65535 - 20 (IPv4 header) - 60 (largest TCP header), so a coalesced entry's
 /// rebuilt IPv4 total length fits 16 bits.
@@ -191,6 +198,8 @@ pub const REG_FATAL_INFO: usize = 0x04c;
 pub const REG_HEARTBEAT: usize = 0x050;
 /// rw u32: scratch, untouched by the model except at reset.
 pub const REG_SCRATCH: usize = 0x054;
+/// ro u32: `RSS_CONTEXTS` (version 2.4).
+pub const REG_RSS_CONTEXTS: usize = 0x058;
 /// ro u64 array: global statistics, index `GSTAT_*`.
 pub const REG_GSTATS: usize = 0x080;
 /// Global statistics slots.
@@ -332,6 +341,10 @@ pub const PORT_LINK: usize = 0x014;
 pub const PORT_NUM_QP: usize = 0x018;
 /// Port block: rw u32 RSS control, `RSS_CTRL_*`.
 pub const PORT_RSS_CTRL: usize = 0x01c;
+/// Port block: rw u32 RSS hash fields per flow type (version 2.4): four
+/// bits `RSS_FIELD_*` per flow type at `RSS_FIELDS_*_SHIFT`; reset value
+/// `RSS_FIELDS_DEFAULT`.
+pub const PORT_RSS_FIELDS: usize = 0x020;
 /// Port block: queue pair 0's five queue blocks (`PORT_TXQ` = `PORT_QUEUES + QP_TXQ`, ...).
 pub const PORT_QUEUES: usize = 0x100;
 /// Port block: TX queue (driver -> NIC).
@@ -360,6 +373,17 @@ pub const PORT_CTRL_ENABLE: u32 = 1 << 0;
 pub const RSS_CTRL_ENABLE: u32 = 1 << 0;
 /// PORT_RSS_CTRL: report the hash in RX completions (`rss_hash`, `rss_type`).
 pub const RSS_CTRL_HASH: u32 = 1 << 1;
+/// PORT_RSS_FIELDS: shift of the fields of unfragmented IPv4/TCP.
+pub const RSS_FIELDS_TCP4_SHIFT: u32 = 0;
+/// PORT_RSS_FIELDS: shift of the fields of unfragmented IPv4/UDP.
+pub const RSS_FIELDS_UDP4_SHIFT: u32 = 4;
+/// PORT_RSS_FIELDS: shift of the fields of IPv6/TCP (next header TCP).
+pub const RSS_FIELDS_TCP6_SHIFT: u32 = 8;
+/// PORT_RSS_FIELDS: shift of the fields of IPv6/UDP (next header UDP).
+pub const RSS_FIELDS_UDP6_SHIFT: u32 = 12;
+/// PORT_RSS_FIELDS after reset: 2.3's hash, TCP over the 4-tuple (0xf),
+/// UDP over the addresses (0x3).
+pub const RSS_FIELDS_DEFAULT: u32 = 0x3f3f;
 
 /// Offset of port `port`'s block.
 pub const fn port_block(port: u32) -> usize {

@@ -222,7 +222,7 @@ impl Steering {
 
     /// CMD_RULE_SET on this port; returns the rule's index.
     pub fn set_rule(&mut self, c: &CmdRule) -> Result<u64, u16> {
-        if c.flags != 0 || c.rsvd0 != 0 || c.rsvd1 != 0 || c.rsvd2 != 0 || c.rsvd3 != 0 {
+        if c.flags != 0 || c.rss_ctx != 0 || c.rsvd1 != 0 || c.rsvd2 != 0 || c.rsvd3 != 0 {
             return Err(ST_BAD_DESC);
         }
         let queue = match c.action {
