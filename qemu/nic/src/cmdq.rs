@@ -8,6 +8,7 @@ use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 
 use crate::device::Device;
+use crate::mem::GuestMem;
 use crate::mr::RegRequest;
 
 /// Commands executed per scan (bounds the time the device lock is held).
@@ -15,6 +16,16 @@ const CMD_BUDGET: u32 = 64;
 /// Page-list entries registrations may read per scan; the command that
 /// crosses it is the scan's last (a maximal registration takes one scan).
 const PAGE_BUDGET: u64 = MR_MAX_PAGES as u64;
+
+/// Reads the `N`-byte block a command names at `addr` (an IPv6 address
+/// block, an RSS table): `ST_BAD_DESC` unless 8-byte aligned, `ST_DMA`
+/// unless inside guest RAM.
+fn read_block<const N: usize>(mem: &GuestMem, addr: u64) -> Result<[u8; N], u16> {
+    if addr % 8 != 0 {
+        return Err(ST_BAD_DESC);
+    }
+    mem.read_array::<N>(addr).map_err(|_| ST_DMA)
+}
 
 impl Device {
     /// Executes pending commands while completions fit.
@@ -103,11 +114,7 @@ impl Device {
                 let c = CmdFlow::decode(b);
                 // An IPv6 flow's addresses are in guest memory (§15).
                 let addr6 = if c.flags & FLOWI_IPV6 != 0 {
-                    if c.addr6() % 8 != 0 {
-                        return Err(ST_BAD_DESC);
-                    }
-                    let a = mem.read_array::<{ FlowAddr6::SIZE }>(c.addr6());
-                    Some(FlowAddr6::decode(&a.map_err(|_| ST_DMA)?))
+                    Some(FlowAddr6::decode(&read_block(&mem, c.addr6())?))
                 } else {
                     None
                 };
@@ -151,10 +158,17 @@ impl Device {
                 let c = CmdRule::decode(b);
                 let port = self.ports.get_mut(usize::from(c.port)).ok_or(ST_PORT)?;
                 if op == CMD_RULE_SET {
-                    port.steer.set_rule(&c)
+                    // An IPv6 rule's addresses are in guest memory (§16).
+                    let addr6 = |a| read_block(&mem, a).map(|b| RuleAddr6::decode(&b));
+                    port.steer.set_rule(&c, addr6)
                 } else {
                     port.steer.clear_rule(c.index).map(|()| 0)
                 }
+            }
+            CMD_RSS_CTX_SET => {
+                let c = CmdRssCtx::decode(b);
+                let port = self.ports.get_mut(usize::from(c.port)).ok_or(ST_PORT)?;
+                port.steer.set_context(&c, |a| read_block(&mem, a))
             }
             _ => Err(ST_BAD_OPCODE),
         }

@@ -258,6 +258,7 @@ impl Device {
             self.bar
                 .w32(b + PORT_COALESCE_BYTES, DEFAULT_COALESCE_BYTES);
             self.bar.w32(b + PORT_NUM_QP, 1);
+            self.bar.w32(b + PORT_RSS_FIELDS, RSS_FIELDS_DEFAULT);
             for (i, w) in zeronic_hw::rss::RSS_KEY_DEFAULT.chunks(4).enumerate() {
                 let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
                 self.bar.w32(b + PORT_RSS_KEY + 4 * i, w);
@@ -284,6 +285,7 @@ impl Device {
         b.w32(REG_MR_MAX_EXTENTS, MR_MAX_EXTENTS);
         b.w32(REG_MAX_QP, self.max_qp());
         b.w32(REG_NTUPLE_RULES, NTUPLE_RULES);
+        b.w32(REG_RSS_CONTEXTS, RSS_CONTEXTS);
         b.w32(REG_FLOW_CAPACITY, FLOW_CAPACITY);
         b.w32(REG_MS_PER_FLOW, MS_PER_FLOW);
         b.w32(REG_MAX_RING, MAX_RING);
@@ -512,7 +514,7 @@ impl Device {
 
     /// Reads port `p`'s steering registers (§14): the active queue pair
     /// count (clamped to 1..=`REG_MAX_QP` and written back), RSS control,
-    /// key and indirection table.
+    /// hash fields, key and indirection table (context 0).
     fn latch_steering(&mut self, p: u32) {
         let b = port_block(p);
         let want = self.bar.r32(b + PORT_NUM_QP);
@@ -526,10 +528,12 @@ impl Device {
         let s = &mut port.steer;
         s.nqp = nqp;
         s.ctrl = self.bar.r32(b + PORT_RSS_CTRL);
+        s.fields = self.bar.r32(b + PORT_RSS_FIELDS);
         for (i, w) in s.key.chunks_mut(4).enumerate() {
             w.copy_from_slice(&self.bar.r32(b + PORT_RSS_KEY + 4 * i).to_le_bytes());
         }
-        for (i, w) in s.table.chunks_mut(4).enumerate() {
+        // Context 0 is the register table; the others change by command.
+        for (i, w) in s.tables[0].chunks_mut(4).enumerate() {
             w.copy_from_slice(&self.bar.r32(b + PORT_RSS_TABLE + 4 * i).to_le_bytes());
         }
     }

@@ -19,7 +19,7 @@ use crate::csum::{copy_stream, copy_sum_stream, pseudo_tcp, sum_raw};
 use crate::device::{Device, OpenHdr, Shape};
 use crate::flow::Plan;
 use crate::frame::{ipv6_ext_frame, max_frame_len, parse_tcp, Frame, Tcp, TCP_ACK, TCP_PSH};
-use crate::steer::{parse_l3, rss_hash, Verdict};
+use crate::steer::{parse_l3, Verdict};
 
 /// Checksum of the TCP segment of `f` (pseudo-header included); true if good.
 fn tcp_csum_ok(f: &Frame, t: &Tcp) -> bool {
@@ -130,7 +130,7 @@ impl Device {
         let Some(mem) = self.mem.clone() else { return };
         let port = &mut self.ports[p as usize];
         let (rss_hash, rss_type) = if port.steer.ctrl & RSS_CTRL_HASH != 0 {
-            rss_hash(&port.steer.key, parse_l3(&f.head).as_ref())
+            port.steer.hash(parse_l3(&f.head).as_ref())
         } else {
             (0, 0)
         };

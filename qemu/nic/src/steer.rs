@@ -1,13 +1,14 @@
-//! Receive steering (docs/hardware.md §14): the RSS hash of a frame, the
-//! n-tuple rules of a port, and the queue pair a frame goes to. Pure
-//! functions over a frame's header bytes and the port's latched
+//! Receive steering (docs/hardware.md §14, §16): the RSS hash of a frame
+//! over the fields its flow type selects, the n-tuple rules of a port
+//! (IPv4 and IPv6), its RSS contexts, and the queue pair a frame goes to.
+//! Pure functions over a frame's header bytes and the port's latched
 //! configuration; nothing here can fail on what a guest wrote.
 
 use zeronic_hw::cmd::*;
-use zeronic_hw::desc::{RSS_TYPE_IPV4, RSS_TYPE_IPV6, RSS_TYPE_NONE, RSS_TYPE_TCP4, RSS_TYPE_TCP6};
-use zeronic_hw::net::{ipv4_mapped, v4_of_mapped, ETH_P_IPV6, IPV6_HLEN};
-use zeronic_hw::regs::{MAX_QP, NTUPLE_RULES, RSS_TABLE_SIZE};
-use zeronic_hw::rss::{hash_ipv6, hash_tcp4, hash_tcp6, toeplitz, RSS_KEY_DEFAULT, RSS_KEY_LEN};
+use zeronic_hw::desc::*;
+use zeronic_hw::net::{ipv4_mapped, ETH_P_IPV6, IPV6_HLEN};
+use zeronic_hw::regs::*;
+use zeronic_hw::rss::*;
 use zeronic_hw::status::*;
 
 use crate::frame::ETH_HLEN;
@@ -27,14 +28,15 @@ pub struct L3 {
     /// IPv4 protocol, or the IPv6 fixed header's next header.
     pub proto: u8,
     /// Source and destination port of an unfragmented TCP or UDP packet
-    /// whose L4 header starts in `head`.
+    /// whose L4 header starts in `head` (IPv6: next header TCP or UDP and a
+    /// payload length covering them).
     pub ports: Option<(u16, u16)>,
     /// A fragment (MF set or a nonzero offset).
     pub frag: bool,
 }
 
 /// The fields of an untagged IPv6 frame's fixed header (`ports` only for
-/// next header TCP: an extension header hides them).
+/// next header TCP or UDP: an extension header hides them).
 fn parse_l3_v6(head: &[u8]) -> Option<L3> {
     let ip = head.get(ETH_HLEN..ETH_HLEN + IPV6_HLEN)?;
     if ip[0] >> 4 != 6 {
@@ -45,8 +47,9 @@ fn parse_l3_v6(head: &[u8]) -> Option<L3> {
     src.copy_from_slice(&ip[8..24]);
     dst.copy_from_slice(&ip[24..40]);
     let proto = ip[6];
+    let plen = u16::from_be_bytes([ip[4], ip[5]]);
     let ports = match head.get(ETH_HLEN + IPV6_HLEN..ETH_HLEN + IPV6_HLEN + 4) {
-        Some(l4) if proto == IPPROTO_TCP as u8 => Some((
+        Some(l4) if plen >= 4 && (proto == IPPROTO_TCP as u8 || proto == IPPROTO_UDP) => Some((
             u16::from_be_bytes([l4[0], l4[1]]),
             u16::from_be_bytes([l4[2], l4[3]]),
         )),
@@ -98,51 +101,102 @@ pub fn parse_l3(head: &[u8]) -> Option<L3> {
     })
 }
 
-/// The RSS hash and its `RSS_TYPE_*` of a frame (`l3` = its parse): the
-/// 4-tuple of unfragmented TCP, the addresses of other IPv4; for IPv6 the
-/// 4-tuple of TCP (no extension header), else the addresses; none else.
-pub fn rss_hash(key: &[u8; RSS_KEY_LEN], l3: Option<&L3>) -> (u32, u16) {
+/// The ports, `RSS_FIELDS_*_SHIFT` and L4 `RSS_TYPE_*` of a frame of one
+/// of the flow types of `PORT_RSS_FIELDS` (§16); None for other frames.
+fn flow_type(l: &L3) -> Option<((u16, u16), u32, u16)> {
+    let ports = l.ports?;
+    match (l.v6, l.proto) {
+        (false, p) if p == IPPROTO_TCP as u8 => Some((ports, RSS_FIELDS_TCP4_SHIFT, RSS_TYPE_TCP4)),
+        (false, IPPROTO_UDP) => Some((ports, RSS_FIELDS_UDP4_SHIFT, RSS_TYPE_UDP4)),
+        (true, p) if p == IPPROTO_TCP as u8 => Some((ports, RSS_FIELDS_TCP6_SHIFT, RSS_TYPE_TCP6)),
+        (true, IPPROTO_UDP) => Some((ports, RSS_FIELDS_UDP6_SHIFT, RSS_TYPE_UDP6)),
+        _ => None,
+    }
+}
+
+/// The RSS hash and its `RSS_TYPE_*` of a frame (`l3` = its parse) under
+/// `fields` (`PORT_RSS_FIELDS`): a frame of a flow type hashes the fields
+/// selected for it (an L4 type with a port, an L3 type with addresses
+/// only, none with nothing); other IPv4 and IPv6 frames hash their
+/// addresses; anything else has no hash.
+pub fn rss_hash(key: &[u8; RSS_KEY_LEN], fields: u32, l3: Option<&L3>) -> (u32, u16) {
     let Some(l) = l3 else {
         return (0, RSS_TYPE_NONE);
     };
-    let tcp_ports = l.ports.filter(|_| l.proto == IPPROTO_TCP as u8);
-    match (l.v6, tcp_ports) {
-        (true, Some((sp, dp))) => (hash_tcp6(key, l.src, l.dst, sp, dp), RSS_TYPE_TCP6),
-        (true, None) => (hash_ipv6(key, l.src, l.dst), RSS_TYPE_IPV6),
-        (false, Some((sp, dp))) => {
-            let (s, d) = (v4_of_mapped(l.src), v4_of_mapped(l.dst));
-            (hash_tcp4(key, s, d, sp, dp), RSS_TYPE_TCP4)
-        }
-        (false, None) => {
-            let mut input = [0u8; 8];
-            input[..4].copy_from_slice(&v4_of_mapped(l.src));
-            input[4..].copy_from_slice(&v4_of_mapped(l.dst));
-            (toeplitz(key, &input), RSS_TYPE_IPV4)
-        }
-    }
+    // IPv4 addresses are the last four bytes of their mapped form.
+    let (sa, da, l3_type) = match l.v6 {
+        true => (&l.src[..], &l.dst[..], RSS_TYPE_IPV6),
+        false => (&l.src[12..], &l.dst[12..], RSS_TYPE_IPV4),
+    };
+    let addrs = RSS_FIELD_SA | RSS_FIELD_DA;
+    let Some(((sp, dp), shift, l4_type)) = flow_type(l) else {
+        return (hash_fields(key, addrs, sa, da, 0, 0), l3_type);
+    };
+    let sel = (fields >> shift) & RSS_FIELDS_ALL;
+    let ty = match sel {
+        0 => return (0, RSS_TYPE_NONE),
+        s if s & !addrs != 0 => l4_type,
+        _ => l3_type,
+    };
+    (hash_fields(key, sel, sa, da, sp, dp), ty)
+}
+
+/// What a matching rule does with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `RULE_ACT_QUEUE`: to this queue pair.
+    Queue(u32),
+    /// `RULE_ACT_DROP`.
+    Drop,
+    /// `RULE_ACT_RSS`: through RSS context `ctx`'s table, plus `add`.
+    Rss {
+        /// RSS context (< `RSS_CONTEXTS`).
+        ctx: usize,
+        /// Added to the table's entry.
+        add: u32,
+    },
+}
+
+/// An address to match and its mask, both as 16 bytes (IPv4 mapped).
+type Masked = ([u8; 16], [u8; 16]);
+
+/// An IPv4 address and mask of a `CmdRule` as a [`Masked`] pair that
+/// compares with an IPv4 frame's mapped address.
+fn masked_v4(addr: u32, mask: u32) -> Masked {
+    let mut m = [0u8; 16];
+    m[12..].copy_from_slice(&mask.to_be_bytes());
+    (ipv4_mapped(addr.to_be_bytes()), m)
+}
+
+/// True if `x` equals the address of `a` under its mask.
+fn masked_eq(a: &Masked, x: &[u8; 16]) -> bool {
+    a.0.iter()
+        .zip(&a.1)
+        .zip(x)
+        .all(|((v, m), x)| v & m == x & m)
 }
 
 /// One n-tuple rule as `CMD_RULE_SET` wrote it (checked).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rule {
-    src: (u32, u32),
-    dst: (u32, u32),
+    /// An IPv6 rule (`RULEF_IPV6`): it matches IPv6 frames only, an IPv4
+    /// rule IPv4 frames only.
+    v6: bool,
+    src: Masked,
+    dst: Masked,
     sport: (u16, u16),
     dport: (u16, u16),
     proto: u8,
-    /// Some(queue pair) for `RULE_ACT_QUEUE`, None for `RULE_ACT_DROP`.
-    pub queue: Option<u32>,
+    /// What it does with a matching frame.
+    pub action: Action,
 }
 
 impl Rule {
     /// True if the rule matches the frame `l3` (None: not untagged IP).
-    /// Rules are IPv4-only: an IPv6 frame matches none (§15).
     pub fn matches(&self, l3: Option<&L3>) -> bool {
-        let Some(l) = l3.filter(|l| !l.v6) else {
+        let Some(l) = l3.filter(|l| l.v6 == self.v6) else {
             return false;
         };
-        let m32 =
-            |(v, m): (u32, u32), x: [u8; 16]| u32::from_be_bytes(v4_of_mapped(x)) & m == v & m;
         let ports_ok = if self.sport.1 == 0 && self.dport.1 == 0 {
             true
         } else {
@@ -154,8 +208,8 @@ impl Rule {
                 None => false,
             }
         };
-        m32(self.src, l.src)
-            && m32(self.dst, l.dst)
+        masked_eq(&self.src, &l.src)
+            && masked_eq(&self.dst, &l.dst)
             && (self.proto == 0 || self.proto == l.proto)
             && ports_ok
     }
@@ -169,10 +223,13 @@ pub struct Steering {
     pub nqp: u32,
     /// `PORT_RSS_CTRL` as last latched.
     pub ctrl: u32,
+    /// `PORT_RSS_FIELDS` as last latched.
+    pub fields: u32,
     /// RSS key.
     pub key: [u8; RSS_KEY_LEN],
-    /// Indirection table.
-    pub table: [u8; RSS_TABLE_SIZE as usize],
+    /// Indirection tables by RSS context: 0 is `PORT_RSS_TABLE` as last
+    /// latched, the others as `CMD_RSS_CTX_SET` wrote them (§16).
+    pub tables: [[u8; RSS_TABLE_SIZE as usize]; RSS_CONTEXTS as usize],
     /// N-tuple rules by index.
     pub rules: [Option<Rule>; NTUPLE_RULES as usize],
 }
@@ -182,8 +239,9 @@ impl Default for Steering {
         Self {
             nqp: 1,
             ctrl: 0,
+            fields: RSS_FIELDS_DEFAULT,
             key: RSS_KEY_DEFAULT,
-            table: [0; RSS_TABLE_SIZE as usize],
+            tables: [[0; RSS_TABLE_SIZE as usize]; RSS_CONTEXTS as usize],
             rules: [None; NTUPLE_RULES as usize],
         }
     }
@@ -204,30 +262,61 @@ impl Steering {
         self.rules.iter().any(Option::is_some)
     }
 
+    /// The frame's RSS hash and type under the port's key and fields.
+    pub fn hash(&self, l3: Option<&L3>) -> (u32, u16) {
+        rss_hash(&self.key, self.fields, l3)
+    }
+
+    /// Entry `hash & (RSS_TABLE_SIZE - 1)` of RSS context `ctx`'s table.
+    fn entry(&self, ctx: usize, hash: u32) -> u32 {
+        // CAST: the mask keeps the index below RSS_TABLE_SIZE.
+        let i = (hash & (RSS_TABLE_SIZE - 1)) as usize;
+        let e = self.tables.get(ctx).and_then(|t| t.get(i));
+        e.map_or(0, |&q| u32::from(q))
+    }
+
     /// Steps 2 to 4 of §14's receive steering for a frame not of a flow.
     pub fn steer(&self, l3: Option<&L3>) -> Verdict {
         if let Some(r) = self.rules.iter().flatten().find(|r| r.matches(l3)) {
-            return r.queue.map_or(Verdict::Drop, Verdict::Queue);
+            return match r.action {
+                Action::Queue(q) => Verdict::Queue(q),
+                Action::Drop => Verdict::Drop,
+                // A frame without a hash has hash 0: entry 0 (§16).
+                Action::Rss { ctx, add } => Verdict::Queue(self.entry(ctx, self.hash(l3).0) + add),
+            };
         }
-        if self.ctrl & zeronic_hw::regs::RSS_CTRL_ENABLE != 0 {
-            let (h, ty) = rss_hash(&self.key, l3);
+        if self.ctrl & RSS_CTRL_ENABLE != 0 {
+            let (h, ty) = self.hash(l3);
             if ty != RSS_TYPE_NONE {
-                // CAST: the mask keeps the index below RSS_TABLE_SIZE.
-                let i = (h & (RSS_TABLE_SIZE - 1)) as usize;
-                return Verdict::Queue(u32::from(self.table[i]));
+                return Verdict::Queue(self.entry(0, h));
             }
         }
         Verdict::Queue(0)
     }
 
-    /// CMD_RULE_SET on this port; returns the rule's index.
-    pub fn set_rule(&mut self, c: &CmdRule) -> Result<u64, u16> {
-        if c.flags != 0 || c.rss_ctx != 0 || c.rsvd1 != 0 || c.rsvd2 != 0 || c.rsvd3 != 0 {
+    /// CMD_RULE_SET on this port; returns the rule's index. `addr6` reads
+    /// the `RuleAddr6` block at the given address (DMA), only once the
+    /// command's own fields were checked. Nothing changes on an error.
+    pub fn set_rule(
+        &mut self,
+        c: &CmdRule,
+        addr6: impl FnOnce(u64) -> Result<RuleAddr6, u16>,
+    ) -> Result<u64, u16> {
+        let v6 = c.flags & RULEF_IPV6 != 0;
+        if c.flags & !RULEF_IPV6 != 0 || c.rsvd1 != 0 || c.rsvd2 != 0 || c.rsvd3 != 0 {
             return Err(ST_BAD_DESC);
         }
-        let queue = match c.action {
-            RULE_ACT_QUEUE if u32::from(c.queue) < MAX_QP => Some(u32::from(c.queue)),
-            RULE_ACT_DROP => None,
+        if v6 && (c.dst_ip != 0 || c.dst_ip_mask != 0) {
+            return Err(ST_BAD_DESC);
+        }
+        let queue = u32::from(c.queue);
+        let ctx = usize::from(c.rss_ctx);
+        let action = match c.action {
+            RULE_ACT_QUEUE if queue < MAX_QP && ctx == 0 => Action::Queue(queue),
+            RULE_ACT_DROP if ctx == 0 => Action::Drop,
+            RULE_ACT_RSS if queue < MAX_QP && ctx < RSS_CONTEXTS as usize => {
+                Action::Rss { ctx, add: queue }
+            }
             _ => return Err(ST_BAD_DESC),
         };
         let proto = u8::try_from(c.proto).map_err(|_| ST_BAD_DESC)?;
@@ -240,15 +329,45 @@ impl Steering {
             i if u32::from(i) < NTUPLE_RULES => usize::from(i),
             _ => return Err(ST_BAD_DESC),
         };
+        let (src, dst) = if v6 {
+            let a = addr6(c.addr6())?;
+            ((a.src_addr, a.src_mask), (a.dst_addr, a.dst_mask))
+        } else {
+            (
+                masked_v4(c.src_ip, c.src_ip_mask),
+                masked_v4(c.dst_ip, c.dst_ip_mask),
+            )
+        };
         self.rules[idx] = Some(Rule {
-            src: (c.src_ip, c.src_ip_mask),
-            dst: (c.dst_ip, c.dst_ip_mask),
+            v6,
+            src,
+            dst,
             sport: (c.src_port, c.src_port_mask),
             dport: (c.dst_port, c.dst_port_mask),
             proto,
-            queue,
+            action,
         });
         Ok(idx as u64)
+    }
+
+    /// CMD_RSS_CTX_SET on this port: `table` reads the new table at the
+    /// given address (DMA), only once the command's own fields were
+    /// checked; it replaces the context's whole, between two frames.
+    pub fn set_context(
+        &mut self,
+        c: &CmdRssCtx,
+        table: impl FnOnce(u64) -> Result<[u8; RSS_TABLE_SIZE as usize], u16>,
+    ) -> Result<u64, u16> {
+        let reserved = [c.rsvd1, c.rsvd2, c.rsvd3, c.rsvd4, c.rsvd5];
+        if c.flags != 0 || c.rsvd0 != 0 || reserved.iter().any(|&r| r != 0) {
+            return Err(ST_BAD_DESC);
+        }
+        let ctx = usize::from(c.ctx);
+        if ctx == 0 || ctx >= self.tables.len() {
+            return Err(ST_BAD_DESC);
+        }
+        self.tables[ctx] = table(c.table)?;
+        Ok(0)
     }
 
     /// CMD_RULE_CLEAR on this port.
@@ -279,15 +398,21 @@ mod tests {
     fn hash_types_follow_the_spec() {
         let k = &RSS_KEY_DEFAULT;
         let tcp = parse_l3(&frame(6, 0, (2794, 1766)));
-        assert_eq!(rss_hash(k, tcp.as_ref()), (0x51cc_c178, RSS_TYPE_TCP4));
+        assert_eq!(
+            rss_hash(k, RSS_FIELDS_DEFAULT, tcp.as_ref()),
+            (0x51cc_c178, RSS_TYPE_TCP4)
+        );
         for (proto, frag) in [(17, 0), (1, 0), (6, 0x2000), (6, 5)] {
             let l = parse_l3(&frame(proto, frag, (2794, 1766)));
-            assert_eq!(rss_hash(k, l.as_ref()), (0x323e_8fc2, RSS_TYPE_IPV4));
+            assert_eq!(
+                rss_hash(k, RSS_FIELDS_DEFAULT, l.as_ref()),
+                (0x323e_8fc2, RSS_TYPE_IPV4)
+            );
         }
         let mut tagged = frame(6, 0, (1, 2));
         tagged[12..14].copy_from_slice(&[0x81, 0]);
         assert_eq!(parse_l3(&tagged), None);
-        assert_eq!(rss_hash(k, None), (0, RSS_TYPE_NONE));
+        assert_eq!(rss_hash(k, RSS_FIELDS_DEFAULT, None), (0, RSS_TYPE_NONE));
         assert_eq!(parse_l3(&frame(6, 0, (1, 2))[..30]), None);
     }
 
@@ -302,7 +427,7 @@ mod tests {
             dst_port_mask: 0xffff,
             ..Default::default()
         };
-        assert_eq!(s.set_rule(&c), Ok(0));
+        assert_eq!(s.set_rule(&c, |_| Err(ST_DMA)), Ok(0));
         let tcp = parse_l3(&frame(6, 0, (2794, 1766)));
         let frag = parse_l3(&frame(6, 0x2000, (2794, 1766)));
         assert_eq!(s.steer(tcp.as_ref()), Verdict::Queue(3));

@@ -387,10 +387,10 @@ fn bad_rule_commands_are_refused_and_change_nothing() {
         (rule(0, 0, RULE_ACT_QUEUE, MAX_QP as u16), ST_BAD_DESC),
         (rule(0, NTUPLE_RULES as u16, RULE_ACT_QUEUE, 1), ST_BAD_DESC),
         (rule(0, 0, 0, 1), ST_BAD_DESC),
-        (rule(0, 0, 3, 1), ST_BAD_DESC),
+        (rule(0, 0, 4, 1), ST_BAD_DESC),
         (
             CmdRule {
-                flags: 1,
+                flags: 2,
                 ..rule(0, 0, RULE_ACT_DROP, 0)
             },
             ST_BAD_DESC,
