@@ -14,6 +14,8 @@ use zeronic_nic::mem::{Bar2, GuestMem};
 use zeronic_nic::model::{lock, Model, Topology};
 use zeronic_nic::wire::Impair;
 
+pub mod qpairs;
+
 pub const RAM: usize = 64 << 20;
 
 /// `len` bytes of a xorshift stream seeded by `seed`: payload whose every
