@@ -17,6 +17,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use common::ip6::*;
 use common::*;
 use proptest::prelude::*;
 use zeronic_hw::cmd::*;
@@ -152,6 +153,34 @@ enum Op {
         corrupt: bool,
     },
     RxRandom(u8, Vec<u8>),
+    /// An IPv6 frame (version 2.3/2.4): next header, ports, an extension
+    /// header or not, a payload length overridden (malformed when past the
+    /// frame's end), bytes cut off the end.
+    RxInject6 {
+        port: u8,
+        nh: u8,
+        ports: (u16, u16),
+        ext: bool,
+        plen: Option<u16>,
+        cut: u8,
+    },
+    /// An n-tuple rule (version 2.4: `RULEF_IPV6` with its block at
+    /// `block`, `RULE_ACT_RSS` through `ctx`), rarely valid as a `RawCmd`.
+    Rule {
+        v6: bool,
+        block: AddrSel,
+        /// Zero masks (the rule matches its whole family) or these bytes.
+        addrs: Option<Vec<u8>>,
+        action: u16,
+        queue: u16,
+        ctx: u16,
+        proto: u16,
+        port_masks: (u16, u16),
+    },
+    /// CMD_RSS_CTX_SET of context `ctx` from entries `fill + i` at `table`.
+    RssCtx(u16, AddrSel, u8),
+    /// PORT_RSS_FIELDS and PORT_RSS_CTRL of a port.
+    RssRegs(u8, u32, u32),
     PostRx(u8, AddrSel, u32),
     Coalesce(u8, u32),
     /// Wire impairments (percent loss, reorder, dup; delay in µs).
@@ -291,7 +320,7 @@ fn op() -> impl Strategy<Value = Op> {
             dir,
         });
     let raw_cmd = any::<[u8; 64]>().prop_map(|mut b| {
-        let op = 1 + b[0] % 8; // CMD_* opcodes and one unknown
+        let op = 1 + b[0] % 11; // CMD_* opcodes and one unknown
         b[0..2].copy_from_slice(&(op as u16).to_le_bytes());
         if op as u16 == CMD_MR_REG {
             b[0] = 0; // registrations only through MrReg: their pages are known
@@ -371,6 +400,11 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(seg, off, len, corrupt)| Op::RxAtPosted { seg, off, len, corrupt }),
         1 => (0u8..2, proptest::collection::vec(any::<u8>(), 0..200))
             .prop_map(|(p, b)| Op::RxRandom(p, b)),
+        3 => rx6(),
+        2 => rule(),
+        1 => (0u16..10, addr_sel(), any::<u8>()).prop_map(|(c, a, f)| Op::RssCtx(c, a, f)),
+        1 => (0u8..2, prop_oneof![3 => 0u32..0x1_0000, 1 => any::<u32>()], 0u32..4)
+            .prop_map(|(p, f, c)| Op::RssRegs(p, f, c)),
         3 => (0u8..2, addr_sel(), prop_oneof![3 => Just(9100u32), 1 => len32()])
             .prop_map(|(p, a, l)| Op::PostRx(p, a, l)),
         1 => (0u8..2, any::<u32>()).prop_map(|(p, c)| Op::Coalesce(p, c)),
@@ -389,6 +423,55 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Reset),
         6 => (0u8..4).prop_map(Op::Step),
     ]
+}
+
+fn rx6() -> impl Strategy<Value = Op> {
+    (
+        0u8..2,
+        prop_oneof![3 => Just(6u8), 2 => Just(17u8), 1 => any::<u8>()],
+        (any::<u16>(), prop_oneof![Just(5001u16), any::<u16>()]),
+        proptest::bool::weighted(0.3),
+        proptest::option::weighted(0.2, any::<u16>()),
+        prop_oneof![4 => Just(0u8), 1 => any::<u8>()],
+    )
+        .prop_map(|(port, nh, ports, ext, plen, cut)| Op::RxInject6 {
+            port,
+            nh,
+            ports,
+            ext,
+            plen,
+            cut,
+        })
+}
+
+fn rule() -> impl Strategy<Value = Op> {
+    (
+        any::<bool>(),
+        addr_sel(),
+        proptest::option::weighted(0.5, proptest::collection::vec(any::<u8>(), 64)),
+        (
+            prop_oneof![5 => 1u16..4, 1 => any::<u16>()],
+            0u16..9,
+            0u16..9,
+        ),
+        prop_oneof![2 => Just(0u16), 1 => Just(6u16), 1 => Just(17u16)],
+        (
+            prop_oneof![Just(0u16), any::<u16>()],
+            prop_oneof![Just(0u16), any::<u16>()],
+        ),
+    )
+        .prop_map(
+            |(v6, block, addrs, (action, queue, ctx), proto, port_masks)| Op::Rule {
+                v6,
+                block,
+                addrs,
+                action,
+                queue,
+                ctx,
+                proto,
+                port_masks,
+            },
+        )
 }
 
 /// The driver's view of one queue.
@@ -1062,6 +1145,69 @@ impl Fuzz {
                 });
             }
             Op::RxRandom(port, ref b) => self.inject(port, b.clone()),
+            Op::RxInject6 {
+                port,
+                nh,
+                ports,
+                ext,
+                plen,
+                cut,
+            } => {
+                let mut f = ip6(a6(1, 1), nh, ports.0, ports.1, ext);
+                if let Some(l) = plen {
+                    f[18..20].copy_from_slice(&l.to_be_bytes());
+                }
+                f.truncate(f.len().saturating_sub(usize::from(cut)));
+                self.inject(port, f);
+            }
+            Op::Rule {
+                v6,
+                block,
+                ref addrs,
+                action,
+                queue,
+                ctx,
+                proto,
+                port_masks,
+            } => {
+                let mut r = CmdRule {
+                    opcode: CMD_RULE_SET,
+                    index: RULE_INDEX_ANY,
+                    action,
+                    queue,
+                    rss_ctx: ctx,
+                    proto,
+                    src_port: 0x1234,
+                    src_port_mask: port_masks.0,
+                    dst_port: 5001,
+                    dst_port_mask: port_masks.1,
+                    ..Default::default()
+                };
+                if v6 {
+                    let at = self.addr(block);
+                    let bytes = addrs.clone().unwrap_or_else(|| vec![0; 64]);
+                    self.write(at, &bytes);
+                    r.flags = RULEF_IPV6;
+                    r.set_addr6(at);
+                }
+                self.command(r.encode());
+            }
+            Op::RssCtx(ctx, table, fill) => {
+                let at = self.addr(table);
+                let t: Vec<u8> = (0..128u8).map(|i| fill.wrapping_add(i) % 9).collect();
+                self.write(at, &t);
+                let c = CmdRssCtx {
+                    ctx,
+                    table: at,
+                    ..Default::default()
+                };
+                self.command(c.entry().bytes());
+            }
+            Op::RssRegs(port, fields, ctrl) => {
+                let b = port_block(u32::from(port));
+                self.tb.drv[0].bar.w32(b + PORT_RSS_FIELDS, fields);
+                self.tb.drv[0].bar.w32(b + PORT_RSS_CTRL, ctrl);
+            }
             Op::PostRx(port, a, len) => {
                 let addr = self.addr(a);
                 self.allow(addr, len as u64);

@@ -14,6 +14,7 @@ use zeronic_nic::mem::{Bar2, GuestMem};
 use zeronic_nic::model::{lock, Model, Topology};
 use zeronic_nic::wire::Impair;
 
+pub mod ip6;
 pub mod qpairs;
 
 pub const RAM: usize = 64 << 20;
