@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # The module's KUnit suites (pure logic: ring geometry, ethtool mappings,
-# registration argument checks, which header-queue headers are a flow's
+# registration argument checks, which header-queue headers (IPv4 or IPv6) are a flow's
 # connection) ran when qemu/run loaded it, and the patch series' (sk_buff
 # writers refusing cloned and shared buffers) at boot; relay each case's result from
 # debugfs:
@@ -11,7 +11,7 @@
 # skipped as a whole is one skip.
 . "$(dirname "$0")/lib.sh"
 
-SUITES="zeronic_ring_geometry zeronic_ethtool zeronic_mr_args zeronic_hdrq rust_kernel_skbuff"
+SUITES="zeronic_ring_geometry zeronic_ethtool zeronic_mr_args zeronic_hdrq zeronic_tuple rust_kernel_skbuff"
 # ZN_KUNIT_DIR: another directory of <suite>/results files (to check this
 # script against made-up results).
 KUNIT=${ZN_KUNIT_DIR:-/sys/kernel/debug/kunit}

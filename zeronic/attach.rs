@@ -29,14 +29,14 @@
 //! until closed, and plain I/O on it keeps failing.
 
 use kernel::{
+    dma::CoherentBox,
     net::{
         sock::{
             context,
             Locked,
             SocketFile,
             TcpSock,
-            TcpState,
-            AF_INET, //
+            TcpState, //
         },
         tcp::ulp::{
             Callback,
@@ -60,7 +60,8 @@ use crate::{
     cmdq::status_errno,
     control::{
         self,
-        Control, //
+        Control,
+        Held, //
     },
     cq::{
         cqe_status,
@@ -72,22 +73,26 @@ use crate::{
         Flow,
         Phase,
         RxTarget,
+        Tuple,
         EVENT_CREDITS, //
     },
     hw::{
         cmd::{
             CmdFlow,
             Command,
+            FlowAddr6,
             FlowInstall,
             FlowRemove,
             FlowUpdate,
             Nop,
+            FLOWI_IPV6,
             FLOWU_CURSOR,
             FLOWU_EDGE,
             FLOW_RX_RING,
             FLOW_RX_SEGMENTS,
             IPPROTO_TCP, //
         },
+        regs::CAP_IPV6,
         status,
     },
     mr::{
@@ -198,25 +203,43 @@ fn port_of(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32, u32)
     control::find_port(dev).ok_or(ENODEV)
 }
 
-/// The NIC flow of `sk`'s connection on `port`: receive stream offset 0 at
-/// sequence number `rx_isn`, receive mode `mode` (`FLOW_RX_*`) into `ring`
-/// (its MR key, offset and size; zeros in message mode).
+/// A `CMD_FLOW_INSTALL` and, for an IPv6 connection, the address block it
+/// names (placed by [`install_nic_flow`]).
+struct Install {
+    cmd: FlowInstall,
+    addr6: Option<FlowAddr6>,
+}
+
+/// The NIC flow of `sk`'s connection `tuple` on `port`: receive stream
+/// offset 0 at sequence number `rx_isn`, receive mode `mode` (`FLOW_RX_*`)
+/// into `ring` (its MR key, offset and size; zeros in message mode).
 fn install_cmd(
     sk: &Locked<'_, context::Process>,
+    tuple: &Tuple,
     port: u32,
     rx_isn: u32,
     mode: u16,
     ring: (u64, u64, u32),
-) -> FlowInstall {
-    let tuple = sk.ipv4_tuple();
-    FlowInstall(CmdFlow {
+) -> Install {
+    let (local_ip, remote_ip, flags, addr6) = if tuple.v6 {
+        let a = FlowAddr6 {
+            local_addr: tuple.local,
+            remote_addr: tuple.remote,
+        };
+        (0, 0, FLOWI_IPV6, Some(a))
+    } else {
+        let (l, r) = tuple.v4_addrs();
+        (l, r, 0, None)
+    };
+    let cmd = FlowInstall(CmdFlow {
+        flags,
         // CAST: port < MAX_PORTS.
         port: port as u16,
         proto: u16::from(IPPROTO_TCP),
-        local_ip: u32::from(tuple.saddr),
-        remote_ip: u32::from(tuple.daddr),
-        local_port: tuple.sport,
-        remote_port: tuple.dport,
+        local_ip,
+        remote_ip,
+        local_port: tuple.local_port,
+        remote_port: tuple.remote_port,
         rx_isn,
         mode,
         ring_key: ring.0,
@@ -226,7 +249,8 @@ fn install_cmd(
         // The NIC reads each window TCP offers from the ACKs sent.
         rx_wscale: u16::from(sk.rcv_wscale()),
         ..Default::default()
-    })
+    });
+    Install { cmd, addr6 }
 }
 
 /// The right edge of the window `sk` offered so far, as a stream offset
@@ -246,8 +270,7 @@ impl Ulp for ZnUlp {
 
     fn init(sk: &mut Locked<'_, context::Process>, arg: AttachArg) -> Result<Arc<Flow>> {
         arg.out.init_ran.store(true, Relaxed);
-        let (ctl, nic, port) = check_socket(sk)?;
-        let tuple = sk.ipv4_tuple();
+        let (ctl, nic, port, tuple) = check_socket(sk)?;
         let rx_isn = sk.copied_seq();
         // Stream mode: the ring's region, whose use is held from here (and
         // from the ioctl before) until the flow has it, or given back when
@@ -286,6 +309,7 @@ impl Ulp for ZnUlp {
         // CAST: checked to fit u32 by the ioctl.
         let cmd = install_cmd(
             sk,
+            &tuple,
             port,
             rx_isn,
             mode,
@@ -342,8 +366,7 @@ impl Ulp for ZnUlp {
     }
 
     fn init_by_user(sk: &mut Locked<'_, context::Process>) -> Result<Arc<Flow>> {
-        let (ctl, nic, port) = check_socket(sk)?;
-        let tuple = sk.ipv4_tuple();
+        let (ctl, nic, port, tuple) = check_socket(sk)?;
         // Stream offset 0 is the first byte the application has not read;
         // what TCP queued before is served by TCP, and the NIC's cursor
         // starts past it (`held`).
@@ -363,6 +386,7 @@ impl Ulp for ZnUlp {
         // CAST: at most 64 MiB.
         let cmd = install_cmd(
             sk,
+            &tuple,
             port,
             rx_isn,
             FLOW_RX_RING,
@@ -467,18 +491,18 @@ impl Ulp for ZnUlp {
 }
 
 /// Checks that `sk` (owned by the caller) may be attached, and returns the
-/// NIC and port its route leaves through.
+/// NIC and port its route leaves through and its connection.
 ///
 /// # Errors
 ///
-/// - `EAFNOSUPPORT` if the socket is not IPv4; `ENOTCONN` if not established.
+/// - `EAFNOSUPPORT` if the socket is neither IPv4 nor IPv6, or its packets
+///   are IPv6 ones and the NIC lacks `CAP_IPV6`; `ENOTCONN` if not
+///   established.
 /// - `EEXIST` if another upper layer has the socket.
 /// - `EOPNOTSUPP` for TCP-MD5/AO, repair mode, or a port whose header/data split is off.
 /// - `ENODEV`, `EOPNOTSUPP` as [`port_of`].
-fn check_socket(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32, u32)> {
-    if sk.sock().family() != AF_INET {
-        return Err(EAFNOSUPPORT);
-    }
+fn check_socket(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32, u32, Tuple)> {
+    let tuple = Tuple::of(sk)?;
     if !matches!(sk.state(), TcpState::Established) {
         return Err(ENOTCONN);
     }
@@ -489,9 +513,12 @@ fn check_socket(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32,
         return Err(EOPNOTSUPP);
     }
     let (ctl, nic, port) = port_of(sk)?;
+    if tuple.v6 && ctl.identity.caps & CAP_IPV6 == 0 {
+        return Err(EAFNOSUPPORT);
+    }
     // `ethtool -G <port> tcp-data-split off` refuses new flows.
     ctl.flow_attach_allowed(port)?;
-    Ok((ctl, nic, port))
+    Ok((ctl, nic, port, tuple))
 }
 
 /// Installs the NIC flow `cmd` with window edge `edge` and, if `cursor` is
@@ -504,9 +531,35 @@ fn check_socket(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32,
 /// - `EIO` if the NIC did not complete the commands or refused the edge or
 ///   cursor (the flow is removed again then).
 /// - `ENODEV` if the NIC is being unbound.
-fn install_nic_flow(ctl: &Control, cmd: &FlowInstall, edge: u64, cursor: u64) -> Result<u32> {
-    let (hw_index, set) = ctl.with_bound(|_, cmds| {
-        let done = cmds.exec(cmd)?;
+fn install_nic_flow(ctl: &Control, install: &Install, edge: u64, cursor: u64) -> Result<u32> {
+    let (hw_index, set) = ctl.with_bound(|dev, cmds| {
+        let mut cmd = install.cmd;
+        // An IPv6 flow's addresses are in a block the NIC reads while it
+        // executes the command (docs/hardware.md §15).
+        let block = match &install.addr6 {
+            Some(a) => {
+                let mut block = CoherentBox::<[u64]>::zeroed_slice(dev, 4, GFP_KERNEL)?;
+                for (w, bytes) in block.iter_mut().zip(a.encode().chunks_exact(8)) {
+                    // The bytes in memory order, as the NIC reads them.
+                    *w = u64::from_ne_bytes(bytes.try_into().map_err(|_| EINVAL)?);
+                }
+                let block: kernel::dma::Coherent<[u64]> = block.into();
+                cmd.0.set_addr6(block.dma_address());
+                Some(block)
+            }
+            None => None,
+        };
+        let done = match cmds.exec(&cmd) {
+            Ok(done) => done,
+            Err(e) => {
+                // Posted but not completed: the NIC may still read it.
+                if let Some(block) = block {
+                    cmds.hold(Held::Block(block));
+                }
+                return Err(e);
+            }
+        };
+        drop(block);
         if done.status != status::ST_OK {
             return Err(status_errno(done.status));
         }

@@ -330,8 +330,9 @@ pub(crate) trait NicMemory: Send {}
 
 /// Memory the NIC was handed and has not confirmed it is done with.
 pub(crate) enum Held {
-    /// A page list handed to the NIC with `CMD_MR_REG`.
-    PageList(#[expect(dead_code, reason = "owned, to be dropped")] Coherent<[u64]>),
+    /// A block a command told the NIC to read: a `CMD_MR_REG` page list, a
+    /// `CMD_FLOW_INSTALL` IPv6 address block.
+    Block(#[expect(dead_code, reason = "owned, to be dropped")] Coherent<[u64]>),
     /// A registered region whose registration or invalidation did not
     /// complete.
     Region(Region),

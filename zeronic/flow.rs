@@ -54,7 +54,6 @@ use kernel::{
     net::{
         sock::{
             context::LockContext,
-            Ipv4Tuple,
             Locked,
             TcpSock,
             TcpState,
@@ -115,10 +114,12 @@ use crate::{
 
 mod cmds;
 mod served;
+mod tuple;
 pub(crate) mod tx;
 mod user;
 
 use cmds::Deferred;
+pub(crate) use tuple::Tuple;
 use tx::{
     Pending,
     TxState, //
@@ -304,7 +305,7 @@ pub(crate) struct Flow {
     /// The connection's addresses and ports: a header entry under the
     /// flow's index whose packet is not of this connection is dropped
     /// (`hdrq.rs`).
-    pub(crate) tuple: Ipv4Tuple,
+    pub(crate) tuple: Tuple,
     /// Index of the flow in the NIC's Flow Table.
     pub(crate) hw_index: u32,
     pub(crate) stats: FlowStats,
@@ -355,7 +356,7 @@ impl Flow {
         sock: ARef<TcpSock>,
         target: RxTarget,
         rx_isn: u32,
-        tuple: Ipv4Tuple,
+        tuple: Tuple,
         hw_index: u32,
         tx: TxState,
     ) -> Result<Arc<Self>> {

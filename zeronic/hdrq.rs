@@ -7,14 +7,14 @@
 //! duplicate it did not rewrite) the NAPI poller builds one skb, or a few if
 //! the payload needs more than `MAX_SKB_FRAGS` fragments:
 //!
-//! - the linear part is the Ethernet, IPv4 and TCP header as received (of
-//!   the last packet, with its ACK, window and timestamps), with the IPv4
-//!   total length and checksum rewritten for the payload the skb covers and
-//!   the TCP sequence number of its first byte, as LRO drivers do; it has no
-//!   tailroom, so the stack never pulls the payload into it (`skb_condense()`
-//!   does that to packets whose fragments fit the tailroom when TCP queues
-//!   them to its backlog or out-of-order queue, which would make placed
-//!   bytes copied ones);
+//! - the linear part is the Ethernet, IP and TCP header as received (of the
+//!   last packet, with its ACK, window and timestamps), with the IPv4 total
+//!   length and checksum (or the IPv6 payload length) rewritten for the
+//!   payload the skb covers and the TCP sequence number of its first byte,
+//!   as LRO drivers do; it has no tailroom, so the stack never pulls the
+//!   payload into it (`skb_condense()` does that to packets whose fragments
+//!   fit the tailroom when TCP queues them to its backlog or out-of-order
+//!   queue, which would make placed bytes copied ones);
 //! - the fragments are the application's pages at that stream offset (the
 //!   posted segment or the ring), each with its own page reference, so the
 //!   skb stays valid whatever happens to the registration; bytes TCP already
@@ -35,7 +35,6 @@ use kernel::{
             RxChecksum,
             MAX_SKB_FRAGS, //
         },
-        sock::Ipv4Tuple,
     },
     page::Page,
     prelude::*,
@@ -47,7 +46,8 @@ use crate::{
     flow::{
         stream_off,
         Flow,
-        Phase, //
+        Phase,
+        Tuple, //
     },
     hw::{
         desc::{
@@ -59,7 +59,8 @@ use crate::{
         },
         net::{
             ipv4_header_checksum,
-            parse_tcp4,
+            parse_tcp,
+            Tcp,
             TCP_FIN,
             TCP_PSH, //
         },
@@ -68,9 +69,11 @@ use crate::{
 
 /// Offsets of the parts of a received header.
 struct Layout {
-    /// Offset of the IPv4 header.
+    /// The IP header is IPv6 (else IPv4).
+    v6: bool,
+    /// Offset of the IP header.
     ip: usize,
-    /// IPv4 header length.
+    /// IP header length.
     ip_len: usize,
     /// Offset of the TCP header.
     tcp: usize,
@@ -78,47 +81,58 @@ struct Layout {
     len: usize,
 }
 
-/// Checks that `hdr` is exactly an Ethernet II + IPv4 + TCP header (what the
-/// NIC reports for flows: the headers of one packet, its payload placed)
-/// and returns its layout.
-fn parse(hdr: &[u8]) -> Option<Layout> {
-    // The packet's length is its IPv4 total length: nothing to check
-    // against but the header itself.
-    let t = parse_tcp4(hdr, usize::MAX).ok()??;
-    (t.pay_off() == hdr.len()).then(|| Layout {
-        ip: t.l3_off(),
-        ip_len: t.ihl,
-        tcp: t.l4_off(),
-        len: hdr.len(),
+/// Checks that `hdr` is exactly an Ethernet II + IPv4 or IPv6 (no
+/// extension header) + TCP header (what the NIC reports for flows: the
+/// headers of one packet, its payload placed) and returns its layout and
+/// fields.
+fn parse(hdr: &[u8]) -> Option<(Layout, Tcp)> {
+    // The packet's length is its IP length: nothing to check against but
+    // the header itself.
+    let t = parse_tcp(hdr, usize::MAX).ok()??;
+    (t.pay_off() == hdr.len()).then(|| {
+        let l = Layout {
+            v6: t.v6,
+            ip: t.l3_off(),
+            ip_len: t.ihl,
+            tcp: t.l4_off(),
+            len: hdr.len(),
+        };
+        (l, t)
     })
 }
 
-/// Whether the packet of `hdr` came from `t`'s peer to `t`'s socket. The NIC
-/// reports a flow's packets under its Flow Table index, which it gives to
-/// the next flow installed once the flow is removed: without this, an entry
-/// of the old flow still queued then (or one a broken NIC misfiles) would
-/// build skbs of this flow's pages under another connection's header, for
-/// TCP to deliver to that connection.
-fn of_connection(hdr: &[u8], l: &Layout, t: &Ipv4Tuple) -> bool {
-    let (ip, tcp) = (l.ip, l.tcp);
-    hdr.get(ip + 12..ip + 16) == Some(&t.daddr.octets()[..])
-        && hdr.get(ip + 16..ip + 20) == Some(&t.saddr.octets()[..])
-        && hdr.get(tcp..tcp + 2) == Some(&t.dport.to_be_bytes()[..])
-        && hdr.get(tcp + 2..tcp + 4) == Some(&t.sport.to_be_bytes()[..])
+/// Whether the packet of header `t` came from the peer of `conn` to its
+/// socket. The NIC reports a flow's packets under its Flow Table index,
+/// which it gives to the next flow installed once the flow is removed:
+/// without this, an entry of the old flow still queued then (or one a
+/// broken NIC misfiles) would build skbs of this flow's pages under another
+/// connection's header, for TCP to deliver to that connection.
+fn of_connection(t: &Tcp, conn: &Tuple) -> bool {
+    conn.receives(t)
 }
 
 /// Rewrites the header of an skb covering `len` payload bytes from TCP
 /// sequence `seq`; `last` keeps FIN and PSH.
 fn fix_header(h: &mut [u8], l: &Layout, seq: u32, len: u32, last: bool) -> Result {
-    let tot = u16::try_from(l.ip_len + (l.len - l.tcp) + len as usize).map_err(|_| EINVAL)?;
-    h.get_mut(l.ip + 2..l.ip + 4)
-        .ok_or(EINVAL)?
-        .copy_from_slice(&tot.to_be_bytes());
-    let ip = h.get_mut(l.ip..l.ip + l.ip_len).ok_or(EINVAL)?;
-    let csum = ipv4_header_checksum(ip);
-    ip.get_mut(10..12)
-        .ok_or(EINVAL)?
-        .copy_from_slice(&csum.to_be_bytes());
+    let tcp_len = (l.len - l.tcp) + len as usize;
+    if l.v6 {
+        // The payload length (no extension headers); IPv6 has no header
+        // checksum.
+        let pay = u16::try_from(tcp_len).map_err(|_| EINVAL)?;
+        h.get_mut(l.ip + 4..l.ip + 6)
+            .ok_or(EINVAL)?
+            .copy_from_slice(&pay.to_be_bytes());
+    } else {
+        let tot = u16::try_from(l.ip_len + tcp_len).map_err(|_| EINVAL)?;
+        h.get_mut(l.ip + 2..l.ip + 4)
+            .ok_or(EINVAL)?
+            .copy_from_slice(&tot.to_be_bytes());
+        let ip = h.get_mut(l.ip..l.ip + l.ip_len).ok_or(EINVAL)?;
+        let csum = ipv4_header_checksum(ip);
+        ip.get_mut(10..12)
+            .ok_or(EINVAL)?
+            .copy_from_slice(&csum.to_be_bytes());
+    }
     h.get_mut(l.tcp + 4..l.tcp + 8)
         .ok_or(EINVAL)?
         .copy_from_slice(&seq.to_be_bytes());
@@ -176,8 +190,8 @@ fn deliver(
     let hdr = raw
         .get(HDRQ_HDR_OFFSET..HDRQ_HDR_OFFSET + usize::from(e.hdr_len))
         .ok_or(EINVAL)?;
-    let layout = parse(hdr).ok_or(EINVAL)?;
-    if !of_connection(hdr, &layout, &flow.tuple) {
+    let (layout, parsed) = parse(hdr).ok_or(EINVAL)?;
+    if !of_connection(&parsed, &flow.tuple) {
         return Err(EINVAL);
     }
     let payload = if e.flags & HDRF_NO_PAYLOAD != 0 {
@@ -268,7 +282,12 @@ fn deliver(
         fix_header(skb.data_mut()?, &layout, seq, len, last)?;
         if mss != 0 && len > u32::from(mss) {
             // CAST: a few dozen segments at most.
-            skb.set_rx_gso_tcpv4(mss, len.div_ceil(u32::from(mss)) as u16)?;
+            let segs = len.div_ceil(u32::from(mss)) as u16;
+            if layout.v6 {
+                skb.set_rx_gso_tcpv6(mss, segs)?;
+            } else {
+                skb.set_rx_gso_tcpv4(mss, segs)?;
+            }
         }
         skb.set_rx_checksum(RxChecksum::Unnecessary)?;
         skb.eth_type_trans(ctx.dev())?;
@@ -286,14 +305,14 @@ fn deliver(
 #[kernel::macros::kunit_tests(zeronic_hdrq)]
 mod tests {
     use super::*;
-    use core::net::Ipv4Addr;
 
     /// The socket 10.0.0.1:5000 connected to 10.0.0.2:80.
-    const T: Ipv4Tuple = Ipv4Tuple {
-        saddr: Ipv4Addr::new(10, 0, 0, 1),
-        sport: 5000,
-        daddr: Ipv4Addr::new(10, 0, 0, 2),
-        dport: 80,
+    const T: Tuple = Tuple {
+        v6: false,
+        local: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
+        local_port: 5000,
+        remote: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2],
+        remote_port: 80,
     };
 
     use crate::hw::net::{
@@ -326,8 +345,8 @@ mod tests {
     #[test]
     fn packets_of_the_connection() {
         let ours = header([10, 0, 0, 2], 80, [10, 0, 0, 1], 5000);
-        let l = parse(&ours).expect("a minimal header parses");
-        assert!(of_connection(&ours, &l, &T));
+        let (_, t) = parse(&ours).expect("a minimal header parses");
+        assert!(of_connection(&t, &T));
         for other in [
             header([10, 0, 0, 2], 81, [10, 0, 0, 1], 5000),
             header([10, 0, 0, 2], 80, [10, 0, 0, 1], 5001),
@@ -335,12 +354,14 @@ mod tests {
             header([10, 0, 0, 2], 80, [10, 0, 0, 9], 5000),
             header([10, 0, 0, 1], 5000, [10, 0, 0, 2], 80),
         ] {
-            let l = parse(&other).expect("a minimal header parses");
-            assert!(!of_connection(&other, &l, &T));
+            let (_, t) = parse(&other).expect("a minimal header parses");
+            assert!(!of_connection(&t, &T));
         }
     }
 
-    /// Headers that are not exactly Ethernet II + IPv4 + TCP are refused.
+    /// Headers that are not exactly Ethernet II + IPv4 + TCP are refused
+    /// (an EtherType that is neither IPv4 nor IPv6, UDP, a short IPv4
+    /// header, a TCP header longer than what is there).
     #[test]
     fn parse_refuses_other_headers() {
         let good = header([10, 0, 0, 2], 80, [10, 0, 0, 1], 5000);

@@ -388,7 +388,7 @@ impl Mr {
                     // until it is reset, counted as an entry in use.
                     control.mr_in_use.add(1, Relaxed);
                     control.pinned_pages.add(region.npages, Relaxed);
-                    cmds.hold(Held::PageList(list));
+                    cmds.hold(Held::Block(list));
                     cmds.hold(Held::Region(region));
                     *held = true;
                     return Err(e);

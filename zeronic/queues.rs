@@ -100,7 +100,7 @@ use crate::{
             TX_OP_MERGE,
             TX_OP_PLAIN, //
         },
-        net::parse_tcp4,
+        net::parse_tcp,
         regs, status,
     },
     nic_regs::{
@@ -1206,7 +1206,7 @@ impl Queues {
 /// frame is then copied).
 pub(crate) fn merge_params(skb: &SkBuff, wr: &SendWr) -> Option<(u32, u64, u32)> {
     // CAST: u32 -> usize is lossless on every architecture Linux supports.
-    let t = parse_tcp4(skb.data(), skb.len() as usize).ok()??;
+    let t = parse_tcp(skb.data(), skb.len() as usize).ok()??;
     let hdr_len = u32::try_from(t.pay_off()).ok()?;
     let pay = skb.len().checked_sub(hdr_len)?;
     let mr_offset = wr.mr_offset_of(t.seq, pay)?;

@@ -291,7 +291,8 @@ struct zeronic_flow_query {
  *   EEXIST  the socket is attached already (through any file), or has
  *           another upper-layer protocol (kTLS, sockmap)
  *   ENOTCONN the socket is not established (listening, connecting, closed)
- *   EAFNOSUPPORT not an IPv4 socket
+ *   EAFNOSUPPORT neither an IPv4 nor an IPv6 socket, or an IPv6
+ *           connection on a NIC without IPv6 (CAP_IPV6)
  *   EOPNOTSUPP TCP-MD5/AO or repair mode on the socket
  *   ENODEV  the socket's route does not go out of a ZeroNIC port (its device, not
  *           an interface index of the socket's namespace, is compared)

@@ -15,7 +15,7 @@ pub const ULP_NAME: &CStr = c"zeronic";
 pub fn refusal(e: Errno) -> &'static str {
     match e {
         Errno::ENOTCONN => "the socket is not established",
-        Errno::EAFNOSUPPORT => "an IPv6 socket",
+        Errno::EAFNOSUPPORT => "an IPv6 connection on a NIC without IPv6",
         Errno::EEXIST => "a ULP is attached already",
         Errno::ENODEV => "the route does not leave through a port of a bound ZeroNIC",
         Errno::EOPNOTSUPP => {

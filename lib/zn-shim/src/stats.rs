@@ -38,7 +38,7 @@ counters! {
     /// Refusals, by errno (docs/uapi.md's table): ENODEV, not over a
     /// ZeroNIC port (loopback among them).
     not_zeronic = "not_zeronic",
-    /// EAFNOSUPPORT: IPv6.
+    /// EAFNOSUPPORT: an IPv6 connection on a NIC without IPv6.
     ipv6 = "ipv6",
     /// ENOTCONN: no longer established when attached.
     not_established = "not_established",
