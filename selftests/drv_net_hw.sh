@@ -18,9 +18,6 @@ name=$(basename "$0" .sh)
 test=${name#drv_net_}
 test=${test//__//}.py
 dir=$ZN_KDIR/tools/testing/selftests/drivers/net
-# The IPv6 addresses of the link (the topology sets up IPv4 only).
-V6_A=fd90::1
-V6_B=fd90::2
 
 fail_all() {
 	ktap_print_header
@@ -55,9 +52,6 @@ eth=$(command -v ethtool) || eth=
 echo "# ethtool: ${eth:-none in PATH} ($(${eth:-false} --version 2>/dev/null))"
 [ -n "$eth" ] && "$eth" --disable-netlink --version >/dev/null 2>&1 ||
 	echo "# this ethtool has no --disable-netlink (make setup installs one that has)"
-# Idempotent: every drv_net_*.sh of a boot shares the link.
-zn_in a ip -6 addr replace "$V6_A/64" dev "$ZN_IF_A" nodad
-zn_in b ip -6 addr replace "$V6_B/64" dev "$ZN_IF_B" nodad
 
 # Every queue pair the NIC serves (the multi-queue cases need two or more;
 # the default is one per CPU).
@@ -65,7 +59,7 @@ zn_in a ethtool -L "$ZN_IF_A" combined "$(zn_in a ethtool -l "$ZN_IF_A" |
 	awk '/^Combined:/ {print $2; exit}')" 2>/dev/null || true
 
 export NETIF=$ZN_IF_A LOCAL_V4=$ZN_ADDR_A REMOTE_V4=$ZN_ADDR_B \
-	LOCAL_V6=$V6_A REMOTE_V6=$V6_B REMOTE_TYPE=netns REMOTE_ARGS=$ZN_NS_B \
+	LOCAL_V6=$ZN_ADDR6_A REMOTE_V6=$ZN_ADDR6_B REMOTE_TYPE=netns REMOTE_ARGS=$ZN_NS_B \
 	PYTHONDONTWRITEBYTECODE=1
 # Debian's interpreter: its python3-yaml is what the ynl library imports.
 exec ip netns exec "$ZN_NS_A" /usr/bin/python3 "$dir/$test"

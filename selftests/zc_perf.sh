@@ -38,10 +38,11 @@
 #
 # Cases: both receive modes (message, stream) on a clean wire, at 1% loss
 # and at 5% loss with reordering and duplication (qemu/guest/zn-wire), each
-# transfer both ways at once (--bidir); an offloaded sender to a plain Linux
-# TCP receiver and a plain sender to an offloaded receiver; 64 concurrent
-# offloaded flows; an offloaded and a plain zn-perf pair at the same time
-# over the same ports.
+# transfer both ways at once (--bidir); the same over IPv6 on the clean wire
+# and at 1% loss; an offloaded sender to a plain Linux TCP receiver and a
+# plain sender to an offloaded receiver, over IPv4 and over IPv6; 64
+# concurrent offloaded flows; an offloaded and a plain zn-perf pair at the
+# same time over the same ports.
 #
 # Sizes (per direction; the ports run at MTU 65280 during the test, restored
 # after, since at MTU 1500 TCG moves only about 20 MiB/s): the six
@@ -50,10 +51,11 @@
 # direction. The interop cases move 256M, the 64 flows 4M each, the mixed
 # pairs 128M each. ZN_PERF_CLEAN, ZN_PERF_LOSS1, ZN_PERF_LOSS5 override the
 # sizes of the clean, 1% and 5% loss cases (make check-soak: 1G each, 64
-# MiB posted), ZN_PERF_WIRES the wires ("clean 1 5"), and ZN_PERF_EXTRA=0
-# leaves out the interop, 64-flow and mixed cases (make check-quick: the
-# clean wire's two receive modes at 32M). The floors scale with the sizes
-# and apply from 64 MiB up.
+# MiB posted), ZN_PERF_WIRES the wires ("clean 1 5"), ZN_PERF_WIRES6 the
+# wires of the IPv6 cases ("clean 1"), and ZN_PERF_EXTRA=0 leaves out the
+# interop, 64-flow and mixed cases (make check-quick: the clean wire's two
+# receive modes at 32M, over IPv4 and IPv6). The floors scale with the
+# sizes and apply from 64 MiB up.
 #
 # Stream digests: every receiver hashes what it got; what it is compared
 # with, the SHA-256 of each stream a case sends (flow i of a case sends the
@@ -71,6 +73,7 @@ CLEAN=${ZN_PERF_CLEAN:-256M}
 LOSS1=${ZN_PERF_LOSS1:-256M}
 LOSS5=${ZN_PERF_LOSS5:-256M}
 WIRES=${ZN_PERF_WIRES:-clean 1 5}
+WIRES6=${ZN_PERF_WIRES6:-clean 1}
 EXTRA=${ZN_PERF_EXTRA:-1}
 # The digest (zn-perf --hash): the SHA-256 of every stream, as the
 # acceptance asks; ZN_PERF_HASH=xxh64 checks its XXH64 instead (the
@@ -117,7 +120,7 @@ TMO=600
 
 zn_load
 # Two receive modes per wire, then interop (2), 64 flows and mixed pairs.
-zn_net_start $(($(wc -w <<<"$WIRES") * 2 + (EXTRA == 0 ? 0 : 4)))
+zn_net_start $((($(wc -w <<<"$WIRES") + $(wc -w <<<"$WIRES6")) * 2 + (EXTRA == 0 ? 0 : 6)))
 
 if [ ! -x "$PERF" ]; then
 	ktap_exit_fail_msg "no $PERF (cargo build --release --workspace)"
@@ -125,6 +128,9 @@ fi
 
 TMPD=$(mktemp -d)
 ADDR_B=${ZN_ADDR_B%/*}
+ADDR6_B=${ZN_ADDR6_B%/*}
+# The server's address for zp_pair (zp_wires and the IPv6 cases set it).
+HOST=$ADDR_B
 MTU_A=$(zn_mtu a)
 MTU_B=$(zn_mtu b)
 cleanup() {
@@ -238,7 +244,7 @@ zp_pair() {
 		return 1
 	fi
 	# shellcheck disable=SC2086
-	if ! zn_in a timeout "$TMO" "$PERF" client "$ADDR_B" -p "$port" --json $cli \
+	if ! zn_in a timeout "$TMO" "$PERF" client "$HOST" -p "$port" --json $cli \
 		>"$TMPD/$name.json" 2>"$TMPD/$name.err"; then
 		echo "client ($cli) failed:"
 		cat "$TMPD/$name.err"
@@ -379,35 +385,44 @@ fi
 zp_set_mtu "$MTU" || ktap_exit_fail_msg "cannot set MTU $MTU on $ZN_IF_A/$ZN_IF_B"
 zn_diag "MTU $MTU on both ports; wires $WIRES: clean $CLEAN, 1% loss $LOSS1, 5% loss $LOSS5 each way"
 
-n=0
-for wire in $WIRES; do
-	case $wire in
-	clean) size=$CLEAN; clean=1 ;;
-	1) size=$LOSS1; clean=0 ;;
-	5) size=$LOSS5; clean=0 ;;
-	esac
-	if [ "$wire" = clean ]; then
-		zp_wire loss=0 reorder=0 dup=0
-		what="clean wire"
-	else
-		zp_wire loss="$wire" reorder=2 dup=1
-		what="$wire% loss, reordering, duplication"
+# zp_wires FAMILY WIRES PORT0: the wire cases over IPv4 (FAMILY 4) or IPv6
+# (6), on ports from PORT0 + 1 up.
+zp_wires() {
+	local fam=$1 wires=$2 n=$3 wire size clean what room rx rxo host=$ADDR_B bind="" v=""
+	if [ "$fam" = 6 ]; then
+		host=$ADDR6_B bind="-B ::" v="IPv6, "
 	fi
-	room=$(zp_room "$(bytes_of "$size")")
-	for rx in message stream; do
-		n=$((n + 1))
-		if [ "$rx" = message ]; then
-			rxo="--rx message --rx-depth $((room >> 18))"
+	for wire in $wires; do
+		case $wire in
+		clean) size=$CLEAN; clean=1 ;;
+		1) size=$LOSS1; clean=0 ;;
+		5) size=$LOSS5; clean=0 ;;
+		esac
+		if [ "$wire" = clean ]; then
+			zp_wire loss=0 reorder=0 dup=0
+			what="${v}clean wire"
 		else
-			rxo="--rx stream --ring $((room >> 20))M"
+			zp_wire loss="$wire" reorder=2 dup=1
+			what="$v$wire% loss, reordering, duplication"
 		fi
-		zn_case "$what: $size each way, offloaded both ends, rx $rx, $((room >> 20)) MiB posted, verified, placed not copied$([ "$clean" = 1 ] || echo ' (copies reported)')$([ "$(bytes_of "$size")" -lt $((64 << 20)) ] || echo ', events at their floors'), NIC counters back" \
-			zp_case "bidir-$wire-$rx" $((5300 + n)) "$(bytes_of "$size")" 1 "$clean" \
-			"--mode offload $rxo" "--mode offload $rxo $MSG -n $size --bidir --verify $DIG" "$wire"
+		room=$(zp_room "$(bytes_of "$size")")
+		for rx in message stream; do
+			n=$((n + 1))
+			if [ "$rx" = message ]; then
+				rxo="--rx message --rx-depth $((room >> 18))"
+			else
+				rxo="--rx stream --ring $((room >> 20))M"
+			fi
+			HOST=$host zn_case "$what: $size each way, offloaded both ends, rx $rx, $((room >> 20)) MiB posted, verified, placed not copied$([ "$clean" = 1 ] || echo ' (copies reported)')$([ "$(bytes_of "$size")" -lt $((64 << 20)) ] || echo ', events at their floors'), NIC counters back" \
+				zp_case "bidir$fam-$wire-$rx" "$n" "$(bytes_of "$size")" 1 "$clean" \
+				"--mode offload $bind $rxo" "--mode offload $rxo $MSG -n $size --bidir --verify $DIG" "$wire"
+		done
 	done
-done
-zp_wire loss=0 reorder=0 dup=0
+	zp_wire loss=0 reorder=0 dup=0
+}
 
+zp_wires 4 "$WIRES" 5300
+zp_wires 6 "$WIRES6" 5320
 if [ "$EXTRA" = 0 ]; then
 	ktap_finished
 	exit
@@ -417,6 +432,10 @@ zn_case "interop: offloaded sender to a plain Linux TCP receiver, 256M verified,
 	zp_case interop-off-plain 5311 "$(bytes_of 256M)" 1 1 "--mode plain" "--mode offload -n 256M --verify $DIG"
 zn_case "interop: plain Linux TCP sender to an offloaded receiver, 256M verified, placed not copied, NIC counters back" \
 	zp_case interop-plain-off 5312 "$(bytes_of 256M)" 1 1 "--mode offload $RXM" "--mode plain $MSG -n 256M --verify $DIG"
+HOST=$ADDR6_B zn_case "interop over IPv6: offloaded sender to a plain Linux TCP receiver, 256M verified, NIC counters back" \
+	zp_case interop6-off-plain 5316 "$(bytes_of 256M)" 1 1 "--mode plain -B ::" "--mode offload -n 256M --verify $DIG"
+HOST=$ADDR6_B zn_case "interop over IPv6: plain Linux TCP sender to an offloaded receiver, 256M verified, placed not copied, NIC counters back" \
+	zp_case interop6-plain-off 5317 "$(bytes_of 256M)" 1 1 "--mode offload -B :: $RXM" "--mode plain $MSG -n 256M --verify $DIG"
 
 # 64 flows: less memory per flow (64 flows x 2 ends in a guest of 1 GiB):
 # 512K of sends and 2M of receives per flow.
