@@ -20,6 +20,8 @@
 //!   packets one header-queue entry covers (`PORT_COALESCE_BYTES`, §9).
 //! - link settings (`ethtool zn0`): an emulated wire, full duplex, no
 //!   autonegotiation, no fixed speed.
+//! - RSS (`ethtool -x`/`-X`, `rx-flow-hash`) is `port_rss.rs`'s; its
+//!   configuration is part of [`PortConfig`].
 //!
 //! Everything runs under RTNL in process context; the configuration lives in
 //! [`PortConfig`] (the port's mutex) and is applied to the NIC whenever the
@@ -44,6 +46,7 @@ use kernel::{
 
 use crate::{
     hw::regs,
+    port_rss::RssConfig,
     queues::{
         max_slots,
         MIN_SLOTS, //
@@ -75,6 +78,9 @@ pub(crate) struct PortConfig {
     /// Combined channels asked for (`ethtool -L combined`); `None`: one per
     /// CPU, at most what the NIC serves ([`default_channels`]).
     pub(crate) combined: Option<u32>,
+    /// RSS key, indirection table and hash fields (`ethtool -X`, `-N
+    /// rx-flow-hash`).
+    pub(crate) rss: RssConfig,
 }
 
 impl PortConfig {
@@ -98,6 +104,7 @@ impl PortConfig {
             },
             cqe_frames: None,
             combined: None,
+            rss: RssConfig::new(),
         }
     }
 
@@ -327,6 +334,7 @@ pub(crate) fn set_coalesce(
             Some(c.rx_cqe_frames)
         },
         combined: cfg.combined,
+        rss: cfg.rss,
     })
 }
 
