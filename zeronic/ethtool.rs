@@ -39,6 +39,7 @@ use kernel::{
             LinkSettings,
             RingParamSupport, //
         },
+        dev::Features,
         netlink::ExtAck,
     },
     prelude::*,
@@ -158,6 +159,14 @@ pub(crate) fn set_channels(counts: &ChannelCounts) -> Result<u32> {
     }
     Ok(counts.combined)
 }
+
+// ---- Features ---------------------------------------------------------------
+
+/// `NETIF_F_NTUPLE` (`ethtool -K <dev> ntuple-filters`): n-tuple rules may be
+/// inserted while it is on. `Features` does not name it, so it is made from
+/// its bit.
+pub(crate) const NTUPLE: Features =
+    Features::from_bits(1u64 << kernel::bindings::NETIF_F_NTUPLE_BIT);
 
 // ---- Rings ------------------------------------------------------------------
 

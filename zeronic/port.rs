@@ -9,7 +9,8 @@
 //! poller live in [`Queues`]. RSS spreads received frames over the active
 //! queue pairs (by default the indirection table round-robin, as
 //! `ethtool_rxfh_indir_default()` does; `port_rss.rs` holds what ethtool
-//! configures), and every frame carries the NIC's hash. Everything not
+//! configures), n-tuple rules (`port_ntuple.rs`) steer before it, and every
+//! frame carries the NIC's hash. Everything not
 //! offloaded to the NIC's zero-copy units flows through here, so two ports on
 //! the emulated wire form an ordinary Ethernet.
 
@@ -27,6 +28,7 @@ use kernel::{
                 CoalesceParams,
                 FlowType,
                 LinkSettings,
+                NtupleRule,
                 RingParamSupport,
                 RingParams,
                 RssHashFunc,
@@ -88,6 +90,10 @@ use crate::{
         Regs,
         VectorRegs, //
     },
+    port_ntuple::{
+        self,
+        NtupleTable, //
+    },
     port_rss::{
         self,
         RssConfig, //
@@ -122,6 +128,10 @@ pub(crate) struct Port {
     /// under RTNL only, never on the data path.
     #[pin]
     cfg: Mutex<PortConfig>,
+    /// The n-tuple rules installed on the NIC (`ethtool -N`), which the NIC
+    /// cannot report back; taken under RTNL only, never across a command.
+    #[pin]
+    ntuple: Mutex<NtupleTable>,
     /// Queue pairs the NIC serves on this port (`REG_MAX_QP`, 1 without
     /// `CAP_MULTI_QUEUE`); the net_device has as many TX and RX queues.
     max_qp: u32,
@@ -170,6 +180,7 @@ impl Port {
         cfg.rss.fill_key();
         try_pin_init!(Self {
             cfg <- new_mutex!(cfg, "zeronic::port::cfg"),
+            ntuple <- new_mutex!(NtupleTable::new(), "zeronic::port::ntuple"),
             qps <- qps,
             max_qp: max_qp.clamp(1, regs::MAX_QP),
             active: Atomic::new(0),
@@ -847,6 +858,42 @@ impl NetDeviceOps for Port {
                 .set_port32::<{ regs::PORT_RSS_FIELDS }>(this.block()?, new)?;
         }
         cfg.rss.fields = new;
+        Ok(())
+    }
+
+    const NTUPLE_RULES: u32 = regs::NTUPLE_RULES;
+
+    fn ntuple_count(_dev: &NetDevice, this: Pin<&Self>) -> u32 {
+        this.ntuple.lock().count()
+    }
+
+    fn ntuple_get(_dev: &NetDevice, this: Pin<&Self>, location: u32) -> Result<NtupleRule> {
+        this.ntuple.lock().get(location)
+    }
+
+    fn ntuple_locations(_dev: &NetDevice, this: Pin<&Self>, locs: &mut [u32]) -> Result<usize> {
+        this.ntuple.lock().locations(locs)
+    }
+
+    fn ntuple_insert(dev: &NetDevice, this: Pin<&Self>, rule: &NtupleRule) -> Result {
+        if !dev.features().contains(ethtool::NTUPLE) {
+            return Err(EOPNOTSUPP);
+        }
+        let n = this.cfg.lock().queue_pairs(this.max_qp);
+        let caps = this.control.identity.caps;
+        let (cmd, addr6) = port_ntuple::rule_command(this.index, rule, n, caps)?;
+        // RTNL serialises every change of the table: no other one can come
+        // between the command and the record, and the mutex is not held
+        // while the command waits for the NIC.
+        port_ntuple::install(&this.control, cmd, addr6)?;
+        this.ntuple.lock().set(*rule)
+    }
+
+    fn ntuple_delete(_dev: &NetDevice, this: Pin<&Self>, location: u32) -> Result {
+        // Refused before the NIC is asked: the NIC has what the table has.
+        this.ntuple.lock().get(location)?;
+        port_ntuple::clear(&this.control, this.index, location)?;
+        this.ntuple.lock().remove(location);
         Ok(())
     }
 
