@@ -362,7 +362,8 @@ impl<'bound> ZeroNicDevice<'bound> {
                 | Features::RXCSUM
                 | Features::SG
                 | Features::TSO
-                | Features::TSO6;
+                | Features::TSO6
+                | crate::ethtool::NTUPLE;
             b.set_features(features, features);
             b.set_parent(bpdev.as_ref());
             // No link until the port opens and the NIC says so; starting

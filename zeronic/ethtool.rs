@@ -20,6 +20,8 @@
 //!   packets one header-queue entry covers (`PORT_COALESCE_BYTES`, §9).
 //! - link settings (`ethtool zn0`): an emulated wire, full duplex, no
 //!   autonegotiation, no fixed speed.
+//! - RSS (`ethtool -x`/`-X`, `rx-flow-hash`) is `port_rss.rs`'s; its
+//!   configuration is part of [`PortConfig`].
 //!
 //! Everything runs under RTNL in process context; the configuration lives in
 //! [`PortConfig`] (the port's mutex) and is applied to the NIC whenever the
@@ -37,6 +39,7 @@ use kernel::{
             LinkSettings,
             RingParamSupport, //
         },
+        dev::Features,
         netlink::ExtAck,
     },
     prelude::*,
@@ -44,6 +47,7 @@ use kernel::{
 
 use crate::{
     hw::regs,
+    port_rss::RssConfig,
     queues::{
         max_slots,
         MIN_SLOTS, //
@@ -75,6 +79,9 @@ pub(crate) struct PortConfig {
     /// Combined channels asked for (`ethtool -L combined`); `None`: one per
     /// CPU, at most what the NIC serves ([`default_channels`]).
     pub(crate) combined: Option<u32>,
+    /// RSS key, indirection table and hash fields (`ethtool -X`, `-N
+    /// rx-flow-hash`).
+    pub(crate) rss: RssConfig,
 }
 
 impl PortConfig {
@@ -98,6 +105,7 @@ impl PortConfig {
             },
             cqe_frames: None,
             combined: None,
+            rss: RssConfig::new(),
         }
     }
 
@@ -151,6 +159,14 @@ pub(crate) fn set_channels(counts: &ChannelCounts) -> Result<u32> {
     }
     Ok(counts.combined)
 }
+
+// ---- Features ---------------------------------------------------------------
+
+/// `NETIF_F_NTUPLE` (`ethtool -K <dev> ntuple-filters`): n-tuple rules may be
+/// inserted while it is on. `Features` does not name it, so it is made from
+/// its bit.
+pub(crate) const NTUPLE: Features =
+    Features::from_bits(1u64 << kernel::bindings::NETIF_F_NTUPLE_BIT);
 
 // ---- Rings ------------------------------------------------------------------
 
@@ -327,6 +343,7 @@ pub(crate) fn set_coalesce(
             Some(c.rx_cqe_frames)
         },
         combined: cfg.combined,
+        rss: cfg.rss,
     })
 }
 

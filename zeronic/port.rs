@@ -7,9 +7,10 @@
 //! NIC and attaches their NAPIs (one per queue pair, numbered by it, on the
 //! queue pair's RX vector), `stop` reverses it; `start_xmit` and the NAPI
 //! poller live in [`Queues`]. RSS spreads received frames over the active
-//! queue pairs (the indirection table round-robin, as
-//! `ethtool_rxfh_indir_default()` does), and every frame carries the NIC's
-//! hash. Everything not
+//! queue pairs (by default the indirection table round-robin, as
+//! `ethtool_rxfh_indir_default()` does; `port_rss.rs` holds what ethtool
+//! configures), n-tuple rules (`port_ntuple.rs`) steer before it, and every
+//! frame carries the NIC's hash. Everything not
 //! offloaded to the NIC's zero-copy units flows through here, so two ports on
 //! the emulated wire form an ordinary Ethernet.
 
@@ -25,9 +26,15 @@ use kernel::{
                 Channels,
                 Coalesce,
                 CoalesceParams,
+                FlowType,
                 LinkSettings,
+                NtupleRule,
                 RingParamSupport,
                 RingParams,
+                RssHashFunc,
+                RssReport,
+                RssRequest,
+                RxhFields,
                 TcpDataSplit, //
             },
             Features,
@@ -83,6 +90,14 @@ use crate::{
         Regs,
         VectorRegs, //
     },
+    port_ntuple::{
+        self,
+        NtupleTable, //
+    },
+    port_rss::{
+        self,
+        RssConfig, //
+    },
     queues::{
         merge_params,
         ring_geometry,
@@ -113,6 +128,10 @@ pub(crate) struct Port {
     /// under RTNL only, never on the data path.
     #[pin]
     cfg: Mutex<PortConfig>,
+    /// The n-tuple rules installed on the NIC (`ethtool -N`), which the NIC
+    /// cannot report back; taken under RTNL only, never across a command.
+    #[pin]
+    ntuple: Mutex<NtupleTable>,
     /// Queue pairs the NIC serves on this port (`REG_MAX_QP`, 1 without
     /// `CAP_MULTI_QUEUE`); the net_device has as many TX and RX queues.
     max_qp: u32,
@@ -157,8 +176,11 @@ impl Port {
                 ))
             })
         };
+        let mut cfg = PortConfig::new();
+        cfg.rss.fill_key();
         try_pin_init!(Self {
-            cfg <- new_mutex!(PortConfig::new(), "zeronic::port::cfg"),
+            cfg <- new_mutex!(cfg, "zeronic::port::cfg"),
+            ntuple <- new_mutex!(NtupleTable::new(), "zeronic::port::ntuple"),
             qps <- qps,
             max_qp: max_qp.clamp(1, regs::MAX_QP),
             active: Atomic::new(0),
@@ -272,7 +294,7 @@ impl Port {
         let steered = || -> Result {
             if multi {
                 let r = self.regs.get()?;
-                self.spread(&r, n)?;
+                self.program_rss(&r, &cfg.rss, n)?;
                 r.set_port32::<{ regs::PORT_RSS_CTRL }>(
                     self.block()?,
                     regs::RSS_CTRL_ENABLE | regs::RSS_CTRL_HASH,
@@ -355,20 +377,24 @@ impl Port {
         Ok(())
     }
 
-    /// Writes the RSS indirection table: entry i to queue pair i mod `n`
-    /// (`ethtool_rxfh_indir_default()`).
-    fn spread(&self, r: &Regs<'_>, n: u32) -> Result {
+    /// Writes the port's RSS configuration for `n` active queue pairs: the
+    /// key, the indirection table (the user's, or entry i to queue pair i
+    /// mod `n`), and with `CAP_STEER_V2` the hash fields.
+    fn program_rss(&self, r: &Regs<'_>, rss: &RssConfig, n: u32) -> Result {
         let b = self.block()?;
-        let n = n.max(1);
-        for word in 0..regs::RSS_TABLE_SIZE / 4 {
-            let mut bytes = [0u8; 4];
-            for (i, e) in (0u32..).zip(bytes.iter_mut()) {
-                // CAST: the remainder is below `n <= MAX_QP` (8).
-                *e = ((word * 4 + i) % n) as u8;
-            }
-            // CAST: u32 -> usize is lossless on every architecture Linux supports.
-            let off = regs::PORT_RSS_TABLE - regs::PORT_RSS_KEY + 4 * word as usize;
-            r.set_port_rss32(b, off, u32::from_le_bytes(bytes))?;
+        // Key byte i and table entry i at byte offset i of their part, as
+        // 32-bit words.
+        let word =
+            |w: &[u8]| -> Result<u32> { Ok(u32::from_le_bytes(w.try_into().map_err(|_| EINVAL)?)) };
+        for (i, w) in rss.key.chunks_exact(4).enumerate() {
+            r.set_port_rss32(b, 4 * i, word(w)?)?;
+        }
+        let table_off = regs::PORT_RSS_TABLE - regs::PORT_RSS_KEY;
+        for (i, w) in rss.table(n).chunks_exact(4).enumerate() {
+            r.set_port_rss32(b, table_off + 4 * i, word(w)?)?;
+        }
+        if self.control.identity.caps & regs::CAP_STEER_V2 != 0 {
+            r.set_port32::<{ regs::PORT_RSS_FIELDS }>(b, rss.fields)?;
         }
         Ok(())
     }
@@ -756,6 +782,118 @@ impl NetDeviceOps for Port {
             this.moderate(&this.regs.get()?, &new, dev.mtu(), n)?;
         }
         *cfg = new;
+        Ok(())
+    }
+
+    fn rx_ring_count(_dev: &NetDevice, this: Pin<&Self>) -> u32 {
+        // The active queue pairs while open, those it opens with while down.
+        this.cfg.lock().queue_pairs(this.max_qp)
+    }
+
+    const RSS_INDIR_SIZE: u32 = regs::RSS_TABLE_SIZE;
+    // CAST: `RSS_KEY_LEN` is 40.
+    const RSS_KEY_SIZE: u32 = port_rss::KEY_SIZE as u32;
+
+    fn get_rxfh(_dev: &NetDevice, this: Pin<&Self>, rss: &mut RssReport<'_>) -> Result {
+        let cfg = this.cfg.lock();
+        let table = cfg.rss.table(cfg.queue_pairs(this.max_qp));
+        if let Some(indir) = rss.indir.as_deref_mut() {
+            for (e, &q) in indir.iter_mut().zip(table.iter()) {
+                *e = u32::from(q);
+            }
+        }
+        if let Some(key) = rss.key.as_deref_mut() {
+            for (k, &b) in key.iter_mut().zip(cfg.rss.key.iter()) {
+                *k = b;
+            }
+        }
+        rss.hfunc = Some(RssHashFunc::Toeplitz);
+        Ok(())
+    }
+
+    fn set_rxfh(
+        _dev: &NetDevice,
+        this: Pin<&Self>,
+        req: &RssRequest<'_>,
+        extack: &mut ExtAck<'_>,
+    ) -> Result {
+        if this.control.identity.caps & regs::CAP_MULTI_QUEUE == 0 {
+            extack.set_msg(c"the NIC has no RSS");
+            return Err(EOPNOTSUPP);
+        }
+        let mut cfg = this.cfg.lock();
+        let n = cfg.queue_pairs(this.max_qp);
+        let new = port_rss::set_rxfh(&cfg.rss, req, n, extack)?;
+        if this.is_open() {
+            // Live registers; a closed port gets them when it opens.
+            this.program_rss(&this.regs.get()?, &new, n)?;
+        }
+        cfg.rss = new;
+        Ok(())
+    }
+
+    fn get_rxfh_fields(_dev: &NetDevice, this: Pin<&Self>, flow: FlowType) -> Result<RxhFields> {
+        if this.control.identity.caps & regs::CAP_STEER_V2 == 0 {
+            return port_rss::fixed_fields(flow);
+        }
+        port_rss::get_fields(this.cfg.lock().rss.fields, flow)
+    }
+
+    fn set_rxfh_fields(
+        _dev: &NetDevice,
+        this: Pin<&Self>,
+        flow: FlowType,
+        fields: RxhFields,
+        extack: &mut ExtAck<'_>,
+    ) -> Result {
+        if this.control.identity.caps & regs::CAP_STEER_V2 == 0 {
+            extack.set_msg(c"the NIC's hash fields are fixed (no CAP_STEER_V2)");
+            return Err(EOPNOTSUPP);
+        }
+        let mut cfg = this.cfg.lock();
+        let new = port_rss::set_fields(cfg.rss.fields, flow, fields, extack)?;
+        if this.is_open() {
+            this.regs
+                .get()?
+                .set_port32::<{ regs::PORT_RSS_FIELDS }>(this.block()?, new)?;
+        }
+        cfg.rss.fields = new;
+        Ok(())
+    }
+
+    const NTUPLE_RULES: u32 = regs::NTUPLE_RULES;
+
+    fn ntuple_count(_dev: &NetDevice, this: Pin<&Self>) -> u32 {
+        this.ntuple.lock().count()
+    }
+
+    fn ntuple_get(_dev: &NetDevice, this: Pin<&Self>, location: u32) -> Result<NtupleRule> {
+        this.ntuple.lock().get(location)
+    }
+
+    fn ntuple_locations(_dev: &NetDevice, this: Pin<&Self>, locs: &mut [u32]) -> Result<usize> {
+        this.ntuple.lock().locations(locs)
+    }
+
+    fn ntuple_insert(dev: &NetDevice, this: Pin<&Self>, rule: &NtupleRule) -> Result {
+        if !dev.features().contains(ethtool::NTUPLE) {
+            return Err(EOPNOTSUPP);
+        }
+        let n = this.cfg.lock().queue_pairs(this.max_qp);
+        let caps = this.control.identity.caps;
+        let (cmd, addr6) = port_ntuple::rule_command(this.index, rule, n, caps)?;
+        // RTNL serialises every change of the table: no other one can come
+        // between the command and the record, and the mutex is not held
+        // while the command waits for the NIC.
+        port_ntuple::install(&this.control, cmd, addr6)?;
+        this.ntuple.lock().set(*rule)
+    }
+
+    fn ntuple_delete(_dev: &NetDevice, this: Pin<&Self>, location: u32) -> Result {
+        // Refused before the NIC is asked: the NIC has what the table has.
+        this.ntuple.lock().get(location)?;
+        port_ntuple::clear(&this.control, this.index, location)?;
+        this.ntuple.lock().remove(location);
         Ok(())
     }
 

@@ -92,6 +92,8 @@ use crate::{
             RSS_TYPE_IPV6,
             RSS_TYPE_TCP4,
             RSS_TYPE_TCP6,
+            RSS_TYPE_UDP4,
+            RSS_TYPE_UDP6,
             RXF_CSUM_BAD,
             RXF_CSUM_OK,
             RXF_TCP,
@@ -1170,7 +1172,7 @@ impl Queues {
         // The NIC's RSS hash (with `RSS_CTRL_HASH`), so the stack does not
         // compute its own (hardware spec §14).
         let hash = match c.rss_type {
-            RSS_TYPE_TCP4 | RSS_TYPE_TCP6 => HashType::L4,
+            RSS_TYPE_TCP4 | RSS_TYPE_TCP6 | RSS_TYPE_UDP4 | RSS_TYPE_UDP6 => HashType::L4,
             RSS_TYPE_IPV4 | RSS_TYPE_IPV6 => HashType::L3,
             _ => HashType::None,
         };

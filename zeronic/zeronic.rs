@@ -31,6 +31,8 @@ mod irq;
 mod mr;
 mod nic_regs;
 mod port;
+mod port_ntuple;
+mod port_rss;
 mod port_stats;
 mod queues;
 mod ring;
