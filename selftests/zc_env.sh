@@ -13,5 +13,5 @@ zn_need_topology two-port
 zn_loaded || zn_load
 zn_net_ready || zn_net_setup >/dev/null 2>&1
 zn_net_ready || { ktap_print_header; ktap_exit_fail_msg "the two ports are not set up"; }
-export ZN_NS_A ZN_NS_B ZN_ADDR_B=${ZN_ADDR_B%/*}
+export ZN_NS_A ZN_NS_B ZN_ADDR_B=${ZN_ADDR_B%/*} ZN_ADDR6_B=${ZN_ADDR6_B%/*}
 export ZN_WIRE=$ZN_ROOT/qemu/guest/zn-wire

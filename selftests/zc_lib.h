@@ -67,37 +67,61 @@ static inline void back_ns(int self)
 	}
 }
 
-/* A socket of type in namespace `env` (ZN_NS_A or ZN_NS_B). */
-static inline int sock_in(const char *env, int type)
+
+/*
+ * The family of connect_pair()'s connections: AF_INET6 when ZN_ZC_FAMILY is
+ * 6 (to ZN_ADDR6_B), else AF_INET (to ZN_ADDR_B).
+ */
+static inline int zc_family(void)
+{
+	const char *f = getenv("ZN_ZC_FAMILY");
+
+	return f && !strcmp(f, "6") ? AF_INET6 : AF_INET;
+}
+
+/* A socket of `family` and type in namespace `env` (ZN_NS_A or ZN_NS_B). */
+static inline int sock_in_family(const char *env, int family, int type)
 {
 	int self = in_ns(env), s;
 
 	if (self < 0)
 		return -1;
-	s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	s = socket(family, type | SOCK_CLOEXEC, 0);
 	back_ns(self);
 	return s;
+}
+
+/* An IPv4 socket of type in namespace `env` (ZN_NS_A or ZN_NS_B). */
+static inline int sock_in(const char *env, int type)
+{
+	return sock_in_family(env, AF_INET, type);
 }
 
 /*
  * A TCP connection over the ZeroNIC ports: *cli in a, *srv in b, to a
  * listener on a port of the kernel's choosing (a fixed one may still be
- * held by an earlier case's TIME_WAIT).
+ * held by an earlier case's TIME_WAIT); IPv4 or IPv6 as zc_family() says.
  */
 static inline int connect_pair(int *cli, int *srv)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int l = sock_in("ZN_NS_B", SOCK_STREAM);
-	socklen_t sl = sizeof(a);
+	int fam = zc_family();
+	struct sockaddr_storage a = { .ss_family = fam };
+	socklen_t len = fam == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	const char *dst = getenv(fam == AF_INET6 ? "ZN_ADDR6_B" : "ZN_ADDR_B");
+	int l = sock_in_family("ZN_NS_B", fam, SOCK_STREAM);
+	socklen_t sl = len;
+	void *addr = fam == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&a)->sin6_addr
+				     : (void *)&((struct sockaddr_in *)&a)->sin_addr;
 
 	*cli = *srv = -1;
-	if (l < 0 || !getenv("ZN_ADDR_B"))
+	if (l < 0 || !dst)
 		return -1;
-	if (bind(l, (void *)&a, sizeof(a)) || listen(l, 4) || getsockname(l, (void *)&a, &sl))
+	if (bind(l, (void *)&a, len) || listen(l, 4) || getsockname(l, (void *)&a, &sl))
 		goto fail;
-	inet_pton(AF_INET, getenv("ZN_ADDR_B"), &a.sin_addr);
-	*cli = sock_in("ZN_NS_A", SOCK_STREAM);
-	if (*cli < 0 || connect(*cli, (void *)&a, sizeof(a)))
+	if (inet_pton(fam, dst, addr) != 1)
+		goto fail;
+	*cli = sock_in_family("ZN_NS_A", fam, SOCK_STREAM);
+	if (*cli < 0 || connect(*cli, (void *)&a, len))
 		goto fail;
 	*srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
 	close(l);
