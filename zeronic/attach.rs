@@ -29,7 +29,6 @@
 //! until closed, and plain I/O on it keeps failing.
 
 use kernel::{
-    dma::CoherentBox,
     net::{
         sock::{
             context,
@@ -60,8 +59,7 @@ use crate::{
     cmdq::status_errno,
     control::{
         self,
-        Control,
-        Held, //
+        Control, //
     },
     cq::{
         cqe_status,
@@ -534,32 +532,14 @@ fn check_socket(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32,
 fn install_nic_flow(ctl: &Control, install: &Install, edge: u64, cursor: u64) -> Result<u32> {
     let (hw_index, set) = ctl.with_bound(|dev, cmds| {
         let mut cmd = install.cmd;
-        // An IPv6 flow's addresses are in a block the NIC reads while it
-        // executes the command (docs/hardware.md §15).
-        let block = match &install.addr6 {
+        let done = match &install.addr6 {
+            // An IPv6 flow's addresses are in a block the NIC reads while
+            // it executes the command (docs/hardware.md §15).
             Some(a) => {
-                let mut block = CoherentBox::<[u64]>::zeroed_slice(dev, 4, GFP_KERNEL)?;
-                for (w, bytes) in block.iter_mut().zip(a.encode().chunks_exact(8)) {
-                    // The bytes in memory order, as the NIC reads them.
-                    *w = u64::from_ne_bytes(bytes.try_into().map_err(|_| EINVAL)?);
-                }
-                let block: kernel::dma::Coherent<[u64]> = block.into();
-                cmd.0.set_addr6(block.dma_address());
-                Some(block)
+                cmds.exec_with_block(dev, &mut cmd, &a.encode(), |c, addr| c.0.set_addr6(addr))?
             }
-            None => None,
+            None => cmds.exec(&cmd)?,
         };
-        let done = match cmds.exec(&cmd) {
-            Ok(done) => done,
-            Err(e) => {
-                // Posted but not completed: the NIC may still read it.
-                if let Some(block) = block {
-                    cmds.hold(Held::Block(block));
-                }
-                return Err(e);
-            }
-        };
-        drop(block);
         if done.status != status::ST_OK {
             return Err(status_errno(done.status));
         }

@@ -36,6 +36,7 @@ use kernel::{
             MappedPages, //
         },
         Coherent,
+        CoherentBox,
         DmaAddress, //
     },
     mm::pin::PinnedPages,
@@ -876,6 +877,40 @@ impl Commands<'_> {
     /// caller holds the command mutex, so this cannot go through `release`.
     pub(crate) fn hold(&mut self, item: Held) {
         self.control.hold(self.inner, item);
+    }
+
+    /// Executes `cmd` with `block` in coherent memory that the NIC reads
+    /// while it executes the command (an IPv6 flow's or rule's addresses, an
+    /// RSS context's table); `place` stores the memory's DMA address into
+    /// the command. The memory is freed once the NIC completed the command,
+    /// and held until its reset (see [`Commands::hold`]) if it did not.
+    ///
+    /// # Errors
+    ///
+    /// - `ENOMEM` if the memory cannot be allocated.
+    /// - As [`Commands::exec`].
+    pub(crate) fn exec_with_block<C: Command>(
+        &mut self,
+        dev: &Device<Bound>,
+        cmd: &mut C,
+        block: &[u8],
+        place: impl FnOnce(&mut C, u64),
+    ) -> Result<CmdCompletion> {
+        let mut mem = CoherentBox::<[u64]>::zeroed_slice(dev, block.len().div_ceil(8), GFP_KERNEL)?;
+        for (w, bytes) in mem.iter_mut().zip(block.chunks(8)) {
+            let mut word = [0u8; 8];
+            word[..bytes.len()].copy_from_slice(bytes);
+            // The bytes in memory order, as the NIC reads them.
+            *w = u64::from_ne_bytes(word);
+        }
+        let mem: Coherent<[u64]> = mem.into();
+        place(cmd, mem.dma_address());
+        let done = self.exec(cmd);
+        if done.is_err() {
+            // Posted but not completed: the NIC may still read it.
+            self.hold(Held::Block(mem));
+        }
+        done
     }
 
     /// Executes one 64-byte command and returns its completion.

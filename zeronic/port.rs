@@ -31,6 +31,7 @@ use kernel::{
                 NtupleRule,
                 RingParamSupport,
                 RingParams,
+                RssContext,
                 RssHashFunc,
                 RssReport,
                 RssRequest,
@@ -70,6 +71,7 @@ use kernel::{
 };
 
 use crate::{
+    cmdq::status_errno,
     control::Control,
     ethtool::{
         self,
@@ -81,7 +83,8 @@ use crate::{
             ETH_P_IPV4,
             ETH_P_IPV6, //
         },
-        regs, //
+        regs,
+        status, //
     },
     nic_regs::{
         NicRegs,
@@ -380,6 +383,37 @@ impl Port {
     /// Writes the port's RSS configuration for `n` active queue pairs: the
     /// key, the indirection table (the user's, or entry i to queue pair i
     /// mod `n`), and with `CAP_STEER_V2` the hash fields.
+    /// Writes the table of RSS context `id` (1 to `RSS_CONTEXTS - 1`) to the
+    /// NIC (`CMD_RSS_CTX_SET`), open or not: the NIC keeps it until its
+    /// reset. Process context (sleeps).
+    ///
+    /// # Errors
+    ///
+    /// - `EOPNOTSUPP` on a NIC without `CAP_STEER_V2`.
+    /// - `EINVAL` for a context ID out of range.
+    /// - `ENOMEM`, `EIO`, `ENODEV` and the NIC's refusals as
+    ///   [`Commands::exec_with_block`](crate::control::Commands::exec_with_block)
+    ///   and [`status_errno`].
+    fn set_rss_context(
+        &self,
+        id: u32,
+        table: &[u8; port_rss::TABLE_SIZE],
+        extack: &mut ExtAck<'_>,
+    ) -> Result {
+        if self.control.identity.caps & regs::CAP_STEER_V2 == 0 {
+            extack.set_msg(c"the NIC has no RSS contexts");
+            return Err(EOPNOTSUPP);
+        }
+        let mut cmd = port_rss::context_command(self.index, id)?;
+        self.control.with_bound(|dev, cmds| {
+            let done = cmds.exec_with_block(dev, &mut cmd, table, |c, addr| c.table = addr)?;
+            match done.status {
+                status::ST_OK => Ok(()),
+                st => Err(status_errno(st)),
+            }
+        })
+    }
+
     fn program_rss(&self, r: &Regs<'_>, rss: &RssConfig, n: u32) -> Result {
         let b = self.block()?;
         // Key byte i and table entry i at byte offset i of their part, as
@@ -830,6 +864,55 @@ impl NetDeviceOps for Port {
         }
         cfg.rss = new;
         Ok(())
+    }
+
+    const RSS_CONTEXTS: u32 = regs::RSS_CONTEXTS;
+
+    fn create_rxfh_context(
+        _dev: &NetDevice,
+        this: Pin<&Self>,
+        id: u32,
+        ctx: &mut RssContext<'_>,
+        req: &RssRequest<'_>,
+        extack: &mut ExtAck<'_>,
+    ) -> Result {
+        let n = this.cfg.lock().queue_pairs(this.max_qp);
+        let table = match req.indir {
+            Some(indir) => port_rss::context_table(indir, n, extack)?,
+            None => {
+                // The default spread; the core keeps what the driver used.
+                let table = port_rss::default_table(n);
+                for (e, &q) in ctx.indir.iter_mut().zip(table.iter()) {
+                    *e = u32::from(q);
+                }
+                table
+            }
+        };
+        this.set_rss_context(id, &table, extack)
+    }
+
+    fn modify_rxfh_context(
+        _dev: &NetDevice,
+        this: Pin<&Self>,
+        id: u32,
+        ctx: &RssContext<'_>,
+        req: &RssRequest<'_>,
+        extack: &mut ExtAck<'_>,
+    ) -> Result {
+        let n = this.cfg.lock().queue_pairs(this.max_qp);
+        let table = port_rss::context_table(req.indir.unwrap_or(ctx.indir), n, extack)?;
+        this.set_rss_context(id, &table, extack)
+    }
+
+    fn remove_rxfh_context(
+        _dev: &NetDevice,
+        this: Pin<&Self>,
+        id: u32,
+        extack: &mut ExtAck<'_>,
+    ) -> Result {
+        // Back to the reset value, all queue pair 0; no rule names the
+        // context (the core checked).
+        this.set_rss_context(id, &[0; port_rss::TABLE_SIZE], extack)
     }
 
     fn get_rxfh_fields(_dev: &NetDevice, this: Pin<&Self>, flow: FlowType) -> Result<RxhFields> {

@@ -5,7 +5,8 @@
 //!
 //! A rule of flow type tcp4, udp4, tcp6 or udp6 (IPv6 only on a NIC with
 //! `CAP_STEER_V2`) matches source and destination address and port under
-//! masks and sends the frame to a queue pair or drops it; it is the NIC's
+//! masks and sends the frame to a queue pair, through an RSS context's
+//! table (`context N`, `CAP_STEER_V2`) or drops it; it is the NIC's
 //! rule at the same index (`CMD_RULE_SET`, `CMD_RULE_CLEAR`), the lowest
 //! index matching first. The NIC has no way to read a rule back, so the
 //! port keeps what it installed ([`NtupleTable`]) and answers `ethtool -n`
@@ -20,7 +21,6 @@
 
 use core::net::IpAddr;
 use kernel::{
-    dma::CoherentBox,
     net::dev::ethtool::{
         FlowType,
         NtupleRule,
@@ -31,10 +31,7 @@ use kernel::{
 
 use crate::{
     cmdq::status_errno,
-    control::{
-        Control,
-        Held, //
-    },
+    control::Control,
     hw::{
         cmd::{
             CmdRule,
@@ -43,7 +40,8 @@ use crate::{
             IPPROTO_TCP,
             RULEF_IPV6,
             RULE_ACT_DROP,
-            RULE_ACT_QUEUE, //
+            RULE_ACT_QUEUE,
+            RULE_ACT_RSS, //
         },
         regs,
         status, //
@@ -173,10 +171,22 @@ pub(crate) fn rule_command(
     if usize::from(index) >= RULES || rule.tos_mask != 0 {
         return Err(EINVAL);
     }
-    let (action, queue) = match rule.action {
-        RuleAction::Queue(q) if q < rx_rings => (RULE_ACT_QUEUE, u16::try_from(q)?),
+    let (action, queue, rss_ctx) = match rule.action {
+        RuleAction::Queue(q) if q < rx_rings => (RULE_ACT_QUEUE, u16::try_from(q)?, 0),
         RuleAction::Queue(_) => return Err(EINVAL),
-        RuleAction::Drop => (RULE_ACT_DROP, 0),
+        RuleAction::Drop => (RULE_ACT_DROP, 0, 0),
+        // Through an RSS context's table (§16); the core allows only queue 0
+        // (the abstraction does not offer adding it to the entry).
+        RuleAction::Rss { context, queue } => {
+            if caps & regs::CAP_STEER_V2 == 0 {
+                return Err(EOPNOTSUPP);
+            }
+            if context >= regs::RSS_CONTEXTS || queue != 0 {
+                return Err(EINVAL);
+            }
+            // CAST: below RSS_CONTEXTS (8).
+            (RULE_ACT_RSS, 0, context as u16)
+        }
     };
     let (proto, ipv6) = match rule.flow {
         FlowType::Tcp4 => (IPPROTO_TCP, false),
@@ -190,6 +200,7 @@ pub(crate) fn rule_command(
         index,
         action,
         queue,
+        rss_ctx,
         src_port: rule.sport,
         src_port_mask: rule.sport_mask,
         dst_port: rule.dport,
@@ -230,31 +241,12 @@ pub(crate) fn rule_command(
 /// - `ENODEV` once the NIC is being unbound.
 pub(crate) fn install(control: &Control, mut cmd: CmdRule, addr6: Option<RuleAddr6>) -> Result {
     control.with_bound(|dev, cmds| {
-        let block = match addr6 {
+        let done = match addr6 {
             Some(a) => {
-                let words = RuleAddr6::SIZE / 8;
-                let mut block = CoherentBox::<[u64]>::zeroed_slice(dev, words, GFP_KERNEL)?;
-                for (w, bytes) in block.iter_mut().zip(a.encode().chunks_exact(8)) {
-                    // The bytes in memory order, as the NIC reads them.
-                    *w = u64::from_ne_bytes(bytes.try_into().map_err(|_| EINVAL)?);
-                }
-                let block: kernel::dma::Coherent<[u64]> = block.into();
-                cmd.set_addr6(block.dma_address());
-                Some(block)
+                cmds.exec_with_block(dev, &mut cmd, &a.encode(), |c, addr| c.set_addr6(addr))?
             }
-            None => None,
+            None => cmds.exec(&cmd)?,
         };
-        let done = match cmds.exec(&cmd) {
-            Ok(done) => done,
-            Err(e) => {
-                // Posted but not completed: the NIC may still read it.
-                if let Some(block) = block {
-                    cmds.hold(Held::Block(block));
-                }
-                return Err(e);
-            }
-        };
-        drop(block);
         match done.status {
             status::ST_OK => Ok(()),
             st => Err(status_errno(st)),

@@ -19,6 +19,11 @@
 //!   (`s`, `d`, `f`, `n`). Without `CAP_STEER_V2` they are 2.3's, fixed:
 //!   TCP over all four, UDP over the addresses.
 //!
+//! - Additional contexts (`ethtool -X <dev> context new`, `CAP_STEER_V2`):
+//!   contexts 1 to `RSS_CONTEXTS - 1`, each its own table on the NIC
+//!   (`CMD_RSS_CTX_SET`), with the port's key and fields; n-tuple rules
+//!   steer to them (`context N`). The core keeps their tables.
+//!
 //! Everything here is pure: `port.rs` keeps an [`RssConfig`] in the port's
 //! configuration and writes it to the NIC when the port opens or, while it
 //! is open, when ethtool changes it.
@@ -38,6 +43,7 @@ use kernel::{
 };
 
 use crate::hw::{
+    cmd::CmdRssCtx,
     regs,
     rss, //
 };
@@ -139,6 +145,55 @@ pub(crate) fn set_rxfh(
         new.table = (table != default_table(n)).then_some(table);
     }
     Ok(new)
+}
+
+// ---- Additional contexts ----------------------------------------------------
+
+/// The NIC's table of an additional RSS context (`ethtool -X <dev> context
+/// N`, hardware spec §16) from `indir`, whose entries name receive queues
+/// below `n`. The context's key and hash function are the port's.
+///
+/// # Errors
+///
+/// `EINVAL` for a table of the wrong size or an entry at or past `n` (the
+/// core checked both; refused again rather than trusted).
+pub(crate) fn context_table(
+    indir: &[u32],
+    n: u32,
+    extack: &mut ExtAck<'_>,
+) -> Result<[u8; TABLE_SIZE]> {
+    if indir.len() != TABLE_SIZE {
+        return Err(EINVAL);
+    }
+    let mut table = [0u8; TABLE_SIZE];
+    for (e, &q) in table.iter_mut().zip(indir) {
+        if q >= n {
+            extack.set_msg(c"indirection table entry past the receive queues");
+            return Err(EINVAL);
+        }
+        // CAST: below `n <= MAX_QP` (8).
+        *e = q as u8;
+    }
+    Ok(table)
+}
+
+/// `CMD_RSS_CTX_SET` of context `id` of port `port`; the table's address
+/// is filled in when it is placed.
+///
+/// # Errors
+///
+/// `EINVAL` for context 0 (the port's own table, `PORT_RSS_TABLE`) or one
+/// at or past `RSS_CONTEXTS`.
+pub(crate) fn context_command(port: u32, id: u32) -> Result<CmdRssCtx> {
+    if id == 0 || id >= regs::RSS_CONTEXTS {
+        return Err(EINVAL);
+    }
+    Ok(CmdRssCtx {
+        port: u16::try_from(port)?,
+        // CAST: below RSS_CONTEXTS (8).
+        ctx: id as u16,
+        ..Default::default()
+    })
 }
 
 // ---- Hash fields ------------------------------------------------------------
@@ -359,5 +414,22 @@ mod tests {
             set_fields(0, FlowType::Tcp4, RXH_TUPLE, &mut ea),
             Ok(rss::RSS_FIELDS_ALL << regs::RSS_FIELDS_TCP4_SHIFT)
         );
+    }
+
+    /// A context's table takes entries below the queue count only, and
+    /// only contexts 1 to `RSS_CONTEXTS - 1` have a command.
+    #[test]
+    fn contexts() {
+        let mut ea = no_extack();
+        // CAST: below TABLE_SIZE (128).
+        let spread: [u32; TABLE_SIZE] = core::array::from_fn(|i| i as u32 % 2);
+        let table = context_table(&spread, 2, &mut ea).expect("entries below 2");
+        assert_eq!(table, default_table(2));
+        assert_eq!(context_table(&spread, 1, &mut ea), Err(EINVAL));
+        assert_eq!(context_table(&spread[1..], 2, &mut ea), Err(EINVAL));
+        assert!(context_command(1, 0).is_err());
+        assert!(context_command(1, regs::RSS_CONTEXTS).is_err());
+        let cmd = context_command(1, regs::RSS_CONTEXTS - 1).expect("the last context");
+        assert_eq!((cmd.port, u32::from(cmd.ctx)), (1, regs::RSS_CONTEXTS - 1));
     }
 }
