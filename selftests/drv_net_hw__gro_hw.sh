@@ -1,0 +1,1 @@
+drv_net_hw.sh
