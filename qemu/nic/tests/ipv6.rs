@@ -2,10 +2,12 @@
 //! and placed in both receive modes, merge sends and plain TSO building
 //! IPv6 headers, checksum offload, extension headers and malformed IPv6 on
 //! the receive path, and the RSS hash of IPv6 frames. Checksums are
-//! checked with the RFC 1071 sum below, not the model's.
+//! checked with the RFC 1071 sum of common/tcp6.rs, not the model's.
 
 mod common;
 
+use common::ip6::{insert_ext6, A6, B6};
+use common::tcp6::*;
 use common::*;
 use zeronic_hw::cmd::*;
 use zeronic_hw::desc::*;
@@ -13,116 +15,6 @@ use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 use zeronic_nic::model::{lock, Topology};
 use zeronic_nic::wire::Impair;
-
-/// 2001:db8::1 (sender A) and 2001:db8::2 (receiver B).
-const A6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-const B6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
-/// Ethernet + IPv6 + TCP without options.
-const HL: usize = 14 + 40 + 20;
-
-/// Textbook RFC 1071 ones' complement sum of big-endian 16-bit words.
-fn sum16(data: &[u8]) -> u32 {
-    let mut s: u32 = 0;
-    for w in data.chunks(2) {
-        s += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s
-}
-
-fn fold(mut s: u32) -> u16 {
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
-/// The IPv6 pseudo-header sum (RFC 8200 8.1) of an upper-layer packet.
-fn pseudo6(src: &[u8], dst: &[u8], len: usize, nh: u8) -> u32 {
-    let mut p = Vec::new();
-    p.extend_from_slice(src);
-    p.extend_from_slice(dst);
-    p.extend_from_slice(&(len as u32).to_be_bytes());
-    p.extend_from_slice(&[0, 0, 0, nh]);
-    sum16(&p)
-}
-
-/// True if the untagged IPv6 frame `f`'s upper-layer checksum (next header
-/// `nh`, no extension header) verifies.
-fn l4_csum_ok(f: &[u8], nh: u8) -> bool {
-    let l4 = &f[54..];
-    fold(pseudo6(&f[22..38], &f[38..54], l4.len(), nh) + sum16(l4)) == 0xffff
-}
-
-/// The checksum to store at `field` of the untagged IPv6 frame `f`.
-fn l4_csum(f: &mut [u8], field: usize, nh: u8) {
-    f[field..field + 2].copy_from_slice(&[0, 0]);
-    let l4 = &f[54..];
-    let c = !fold(pseudo6(&f[22..38], &f[38..54], l4.len(), nh) + sum16(l4));
-    f[field..field + 2].copy_from_slice(&c.to_be_bytes());
-}
-
-/// Ethernet + IPv6 + TCP header (payload length 20, checksum 0).
-fn tcp6_hdr(src: [u8; 16], dst: [u8; 16], sport: u16, dport: u16, seq: u32, flags: u8) -> Vec<u8> {
-    let mut h = vec![0u8; HL];
-    h[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    h[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    h[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-    // Version 6, traffic class 0, flow label 0x12345.
-    h[14..18].copy_from_slice(&0x6001_2345u32.to_be_bytes());
-    h[18..20].copy_from_slice(&20u16.to_be_bytes());
-    h[20] = 6;
-    h[21] = 64;
-    h[22..38].copy_from_slice(&src);
-    h[38..54].copy_from_slice(&dst);
-    let t = &mut h[54..74];
-    t[0..2].copy_from_slice(&sport.to_be_bytes());
-    t[2..4].copy_from_slice(&dport.to_be_bytes());
-    t[4..8].copy_from_slice(&seq.to_be_bytes());
-    t[8..12].copy_from_slice(&1u32.to_be_bytes());
-    t[12] = 5 << 4;
-    t[13] = flags;
-    t[14..16].copy_from_slice(&65535u16.to_be_bytes());
-    h
-}
-
-/// A whole IPv6/TCP frame with a correct checksum.
-fn tcp6_frame(
-    src: [u8; 16],
-    dst: [u8; 16],
-    sport: u16,
-    dport: u16,
-    seq: u32,
-    pay: &[u8],
-) -> Vec<u8> {
-    let mut f = tcp6_hdr(src, dst, sport, dport, seq, 0x18);
-    f.extend_from_slice(pay);
-    let pl = (f.len() - 54) as u16;
-    f[18..20].copy_from_slice(&pl.to_be_bytes());
-    l4_csum(&mut f, 70, 6);
-    f
-}
-
-/// The IPv6 flow of receiver B (local B6:5001, remote A6:4000), its
-/// `FlowAddr6` block written into guest g's RAM.
-fn flow6(tb: &mut Tb, g: usize, rx_isn: u32) -> CmdFlow {
-    let a = tb.drv[g].alloc(FlowAddr6::SIZE as u64);
-    let block = FlowAddr6 {
-        local_addr: B6,
-        remote_addr: A6,
-    };
-    tb.drv[g].mem.write(a, &block.encode()).unwrap();
-    let mut c = CmdFlow {
-        flags: FLOWI_IPV6,
-        local_port: 5001,
-        remote_port: 4000,
-        rx_isn,
-        mode: FLOW_RX_SEGMENTS,
-        ..Default::default()
-    };
-    c.set_addr6(a);
-    c
-}
 
 /// Sender g0 with a READ MR over `data`, receiver g1 with a WRITE MR of
 /// `cap` bytes: (send key, recv key, recv base).
@@ -383,10 +275,7 @@ fn extension_headers_take_the_normal_path_and_are_counted() {
     tb.install(1, c).unwrap();
     // A flow's tuple behind a destination-options header: never matched.
     let mut f = tcp6_frame(A6, B6, 4000, 5001, 0, b"behind an extension header");
-    f[20] = 60;
-    f.splice(54..54, [6, 0, 1, 4, 0, 0, 0, 0]);
-    let pl = (f.len() - 54) as u16;
-    f[18..20].copy_from_slice(&pl.to_be_bytes());
+    insert_ext6(&mut f, 60);
     // A UDP datagram: not TCP, not an extension header.
     let mut u = f.clone();
     u[20] = 17;
@@ -482,10 +371,7 @@ fn the_window_edge_is_learned_from_ipv6_acks() {
     let c = flow6(&mut tb, 1, 100);
     let flow = tb.install_closed(1, c).unwrap();
     // Guest 1 acknowledges on the flow's tuple: ack 100, window 1000.
-    let mut ack = tcp6_hdr(B6, A6, 5001, 4000, 1, 0x10);
-    ack[62..66].copy_from_slice(&100u32.to_be_bytes());
-    ack[68..70].copy_from_slice(&1000u16.to_be_bytes());
-    l4_csum(&mut ack, 70, 6);
+    let ack = ack6_frame(5001, 4000, 100, 1000, 0x10);
     tb.drv[1].tx_plain(0, &ack, 1);
     tb.step();
     let mut d = lock(&tb.model.guests[1].dev);

@@ -16,6 +16,7 @@ use zeronic_nic::wire::Impair;
 
 pub mod ip6;
 pub mod qpairs;
+pub mod tcp6;
 
 pub const RAM: usize = 64 << 20;
 
