@@ -20,6 +20,7 @@ use crate::device::{Device, OpenHdr, Shape};
 use crate::flow::Plan;
 use crate::frame::{ipv6_ext_frame, max_frame_len, parse_tcp, Frame, Tcp, TCP_ACK, TCP_PSH};
 use crate::steer::{parse_l3, Verdict};
+use zeronic_hw::net::is_ipv4_mapped;
 
 /// Checksum of the TCP segment of `f` (pseudo-header included); true if good.
 fn tcp_csum_ok(f: &Frame, t: &Tcp) -> bool {
@@ -63,7 +64,10 @@ impl Device {
             return;
         }
         let parsed = parse_tcp(&f.head, len);
+        // IPv4 flows are keyed by IPv4-mapped addresses, which no IPv6
+        // flow has: an IPv6 frame carrying them matches no flow (§15).
         let flow = match parsed {
+            Ok(Some(t)) if t.v6 && (is_ipv4_mapped(&t.src) || is_ipv4_mapped(&t.dst)) => None,
             Ok(Some(t)) => self
                 .flows
                 .lookup(&(p as u16, t.dst, t.dport, t.src, t.sport)),

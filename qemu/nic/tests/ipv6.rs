@@ -11,6 +11,7 @@ use common::tcp6::*;
 use common::*;
 use zeronic_hw::cmd::*;
 use zeronic_hw::desc::*;
+use zeronic_hw::net::ipv4_mapped;
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
 use zeronic_nic::model::{lock, Topology};
@@ -376,4 +377,26 @@ fn the_window_edge_is_learned_from_ipv6_acks() {
     tb.step();
     let mut d = lock(&tb.model.guests[1].dev);
     assert_eq!(d.flows.get_mut(flow).unwrap().edge(), 1000);
+}
+
+/// Found by tests/peer_fuzz.rs. IPv4 flows are keyed by IPv4-mapped
+/// addresses, and the lookup did not look at the family: an IPv6 frame
+/// from `::ffff:A` to `::ffff:B` was placed into the IPv4 flow A -> B.
+#[test]
+fn ipv6_frames_with_ipv4_mapped_addresses_match_no_ipv4_flow() {
+    let mut tb = Tb::new(Topology::TwoGuest, Impair::default());
+    tb.drv[1].post_rx(0, 4);
+    let flow = tb.install(1, flow_b(0, 0)).unwrap();
+    let buf = tb.drv[1].alloc(4096);
+    let key = tb.reg_mr(1, buf, 4096, MR_ACCESS_LOCAL_WRITE).unwrap();
+    assert_eq!(tb.post(1, flow, key, 0, 4096).status, ST_OK);
+    let (a, b) = (ipv4_mapped(A_IP), ipv4_mapped(B_IP));
+    let f = tcp6_frame(a, b, 4000, 5001, 0, &pattern(100, 9));
+    deliver(&mut tb, std::slice::from_ref(&f));
+    let rx = tb.drv[1].reap_rx(0);
+    assert_eq!(rx.len(), 1);
+    assert_eq!((rx[0].0.flags, rx[0].0.flow), (RXF_TCP | RXF_CSUM_OK, 0));
+    assert_eq!(rx[0].1, f);
+    assert!(tb.drv[1].reap_hdr(0).is_empty());
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_PLACED_BYTES), 0);
 }
