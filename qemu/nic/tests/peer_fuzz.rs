@@ -23,17 +23,28 @@
 //! already placed takes the normal path), an OOO entry starts above
 //! the cursor as it was, ...). Frames of a removed flow's tuple take the
 //! normal path and change nothing.
+//!
+//! Each flow is installed as IPv4 or as IPv6 (§15), and the peer sends in
+//! the flow's family, sometimes in the other one (IPv6 frames to an IPv4
+//! flow's tuple with IPv4-mapped addresses among them: they match no
+//! flow). IPv6 frames also come with extension headers or another next
+//! header (normal path), payload lengths past the frame's end or below
+//! the TCP header (malformed) or short of it (the rest is padding, never
+//! placed), and cut off anywhere.
 
 mod common;
 
 use std::collections::VecDeque;
 
+use common::ip6::{insert_ext6, A6, B6};
+use common::tcp6::{ack6_frame, flow6, l4_csum};
 use common::*;
 use proptest::prelude::*;
 use zeronic_hw::cmd::*;
 use zeronic_hw::desc::*;
 use zeronic_hw::net::{
-    TCP_ACK as ACK, TCP_FIN as FIN, TCP_PSH as PSH, TCP_RST as RST, TCP_SYN as SYN, TCP_URG as URG,
+    ipv4_mapped, is_ipv6_ext_header, TCP_ACK as ACK, TCP_FIN as FIN, TCP_PSH as PSH,
+    TCP_RST as RST, TCP_SYN as SYN, TCP_URG as URG,
 };
 use zeronic_hw::regs::*;
 use zeronic_hw::status::*;
@@ -51,9 +62,10 @@ const MTU: usize = 9000;
 /// Flows live on this port; frames to the other one never match them.
 const FPORT: u8 = 1;
 /// Port counters the oracle follows (every PSTAT defined).
-const NPSTAT: usize = PSTAT_RX_UNACCEPTABLE + 1;
+const NPSTAT: usize = PSTAT_RX_V6_EXTHDR + 1;
 
-/// (port, src ip, src port, dst ip, dst port) of a frame.
+/// (port, src ip, src port, dst ip, dst port) of a frame; as IPv6, the
+/// addresses are their `ip6_of`.
 type Tuple = (u8, [u8; 4], u16, [u8; 4], u16);
 
 /// What the peer puts on the wire. Tuples 0 and 1 are the installable
@@ -65,6 +77,55 @@ const TUPLES: [Tuple; 5] = [
     (FPORT, A_IP, 4000, B_IP, 5002),
     (FPORT, B_IP, 5001, A_IP, 4000),
 ];
+
+/// The IPv6 address of a tuple's IPv4 host address.
+fn ip6_of(ip: [u8; 4]) -> [u8; 16] {
+    if ip == A_IP {
+        A6
+    } else {
+        B6
+    }
+}
+
+/// An IPv6 frame's payload length field.
+#[derive(Clone, Copy, Debug)]
+enum PlenSel {
+    Exact,
+    /// Short by this many payload bytes, which stay in the frame as
+    /// padding.
+    Short(u16),
+    /// Past the frame's end (padding included) by this many bytes.
+    Long(u16),
+    /// This value modulo the TCP header length: below a TCP header.
+    BelowTcp(u8),
+}
+
+/// What an IPv6 frame carries besides the fields IPv4 frames have too
+/// (ignored when the frame is IPv4).
+#[derive(Clone, Copy, Debug)]
+struct Ip6Sel {
+    /// The tuple's IPv4 addresses, IPv4-mapped: no flow ever matches.
+    mapped: bool,
+    /// A next header other than TCP: an extension header goes in front
+    /// of the TCP header, any other value just replaces 6.
+    nh: Option<u8>,
+    plen: PlenSel,
+    /// Bytes cut off the end of the frame, padding included.
+    cut: u16,
+    label: u32,
+}
+
+impl Ip6Sel {
+    /// The well-formed IPv6/TCP frame of the same addresses and label.
+    fn clean(self) -> Self {
+        Self {
+            nh: None,
+            plen: PlenSel::Exact,
+            cut: 0,
+            ..self
+        }
+    }
+}
 
 /// A sequence number, relative to the target flow's reference state.
 #[derive(Clone, Copy, Debug)]
@@ -116,9 +177,12 @@ struct PeerFrame {
     frag: u8,
     tos: u8,
     ttl: u8,
-    /// Ethernet padding after the IPv4 packet.
+    /// Ethernet padding after the IP packet.
     pad: u8,
     salt: u32,
+    /// Sent in the family the target flow does not have.
+    other_family: bool,
+    v6: Ip6Sel,
 }
 
 /// A cursor (or ring head) target for CMD_FLOW_UPDATE.
@@ -179,6 +243,8 @@ enum Op {
         wscale: u8,
         /// (region, offset, size, initial stream offset).
         ring: Option<(u8, u32, u32, RingOff)>,
+        /// An IPv6 flow (its tuple's `ip6_of` addresses).
+        v6: bool,
     },
     /// The host sends an ACK on the flow's tuple (port FPORT's TX): its
     /// acknowledgment number (relative to the cursor), window field and
@@ -251,11 +317,13 @@ fn peer_frame() -> impl Strategy<Value = PeerFrame> {
             prop_oneof![8 => Just(0u8), 1 => 1u8..64],
             any::<u32>(),
         ),
+        (proptest::bool::weighted(0.1), ip6_sel()),
     )
         .prop_map(
             |(
                 (tuple, seq, len, flags, urg, ack, bad_csum),
                 (ip_opts, tcp_opts, frag, tos, ttl, pad, salt),
+                (other_family, v6),
             )| PeerFrame {
                 tuple,
                 seq,
@@ -271,8 +339,40 @@ fn peer_frame() -> impl Strategy<Value = PeerFrame> {
                 ttl,
                 pad,
                 salt,
+                other_family,
+                v6,
             },
         )
+}
+
+fn ip6_sel() -> impl Strategy<Value = Ip6Sel> {
+    let nh = prop_oneof![
+        24 => Just(None),
+        2 => Just(Some(60u8)),
+        1 => prop::sample::select(vec![0u8, 43, 44, 50, 51, 135, 139, 140, 253, 254]).prop_map(Some),
+        1 => prop::sample::select(vec![17u8, 58, 59]).prop_map(Some),
+        1 => any::<u8>().prop_map(Some),
+    ];
+    let plen = prop_oneof![
+        24 => Just(PlenSel::Exact),
+        2 => (1u16..2000).prop_map(PlenSel::Short),
+        1 => (1u16..100).prop_map(PlenSel::Long),
+        1 => any::<u8>().prop_map(PlenSel::BelowTcp),
+    ];
+    (
+        proptest::bool::weighted(0.08),
+        nh,
+        plen,
+        prop_oneof![24 => Just(0u16), 2 => 1u16..100, 1 => any::<u16>()],
+        prop_oneof![4 => Just(0x12345u32), 1 => 0u32..0x10_0000],
+    )
+        .prop_map(|(mapped, nh, plen, cut, label)| Ip6Sel {
+            mapped,
+            nh,
+            plen,
+            cut,
+            label,
+        })
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -357,8 +457,8 @@ fn op() -> impl Strategy<Value = Op> {
             prop_oneof![6 => Just(ACK), 1 => Just(ACK | FIN), 1 => Just(ACK | RST), 1 => Just(0u8), 1 => Just(SYN | ACK)],
         )
             .prop_map(|(flow, ack, win, flags)| Op::HostAck { flow, ack, win, flags }),
-        3 => (flow, isn, ring, prop_oneof![8 => 0u8..15, 1 => 15u8..=255])
-            .prop_map(|(flow, isn, ring, wscale)| Op::Install { flow, isn, ring, wscale }),
+        3 => (flow, isn, ring, prop_oneof![8 => 0u8..15, 1 => 15u8..=255], any::<bool>())
+            .prop_map(|(flow, isn, ring, wscale, v6)| Op::Install { flow, isn, ring, wscale, v6 }),
         1 => (0u8..2).prop_map(Op::Inval),
         1 => Just(Op::Reset),
         2 => Just(Op::ReapHdr),
@@ -396,6 +496,7 @@ struct RefFlow {
     /// Stream offset past the largest window edge given or learned.
     edge: u64,
     wscale: u8,
+    v6: bool,
 }
 
 /// Where a frame's payload goes, by the reference.
@@ -417,10 +518,11 @@ enum Plan {
 }
 
 impl RefFlow {
-    fn new(idx: u32, rx_isn: u32, cursor: u64, ring: Option<RRing>, wscale: u8) -> Self {
+    fn new(idx: u32, rx_isn: u32, cursor: u64, ring: Option<RRing>, wscale: u8, v6: bool) -> Self {
         Self {
             edge: cursor,
             wscale,
+            v6,
             idx,
             rx_isn,
             cursor,
@@ -542,7 +644,8 @@ struct ExpEntry {
     rx_isn: u32,
     /// The cursor before the first packet of the entry.
     cursor_before: u64,
-    shape: (u32, u8, u8, usize, usize),
+    /// (ACK number, TOS, TTL, IP and TCP header lengths, flow label).
+    shape: (u32, u8, u8, usize, usize, u32),
 }
 
 struct Peer {
@@ -553,6 +656,10 @@ struct Peer {
     flows: [Option<RefFlow>; NFLOWS],
     /// rx_isn of each tuple's latest flow (frames to removed flows).
     last_isn: [u32; NFLOWS],
+    /// The family of each tuple's latest flow: IPv6.
+    last_v6: [bool; NFLOWS],
+    /// The family each flow is installed in by `setup`: IPv6.
+    setup_v6: [bool; NFLOWS],
     /// What the data regions hold (they are contiguous from bases[0]).
     shadow: Vec<u8>,
     exp_hdr: [VecDeque<ExpEntry>; 2],
@@ -577,6 +684,42 @@ fn payload(salt: u32, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The largest payload the MTU carries with the headers of `pf`.
+fn max_payload(pf: &PeerFrame, v6: bool) -> usize {
+    let ip = if v6 { 40 } else { 20 + 4 * pf.ip_opts as usize };
+    MTU - ip - 20 - 4 * pf.tcp_opts as usize
+}
+
+/// The TCP header (with NOP options, checksum 0) and payload of `pf`.
+fn tcp_segment(pf: &PeerFrame, seq: u32, sport: u16, dport: u16, len: usize) -> Vec<u8> {
+    let thl = 20 + 4 * pf.tcp_opts as usize;
+    let mut t = vec![1u8; thl];
+    t[0..2].copy_from_slice(&sport.to_be_bytes());
+    t[2..4].copy_from_slice(&dport.to_be_bytes());
+    t[4..8].copy_from_slice(&seq.to_be_bytes());
+    t[8..12].copy_from_slice(&(1 + pf.ack as u32 * 1000).to_be_bytes());
+    t[12] = ((thl / 4) as u8) << 4;
+    t[13] = pf.flags;
+    t[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    t[16..18].copy_from_slice(&[0, 0]);
+    t[18..20].copy_from_slice(&pf.urg.to_be_bytes());
+    t.extend(payload(pf.salt, len));
+    t
+}
+
+/// Breaks the checksum of the TCP segment of `seg_len` bytes that ends
+/// `f`, as `pf.bad_csum` asks.
+fn corrupt(pf: &PeerFrame, f: &mut [u8], seg_len: usize) {
+    match pf.bad_csum {
+        1 => {
+            let i = f.len() - 1 - pf.salt as usize % (seg_len - 16);
+            f[i] ^= 0x40;
+        }
+        2 => f[f.len() - seg_len + 16] ^= 0x01,
+        _ => {}
+    }
+}
+
 fn delta_str(d: &[u64; NPSTAT]) -> String {
     d.iter()
         .enumerate()
@@ -587,7 +730,7 @@ fn delta_str(d: &[u64; NPSTAT]) -> String {
 }
 
 impl Peer {
-    fn new(coalesce: u32, hdrq_small: bool, isn0: u32) -> Self {
+    fn new(coalesce: u32, hdrq_small: bool, isn0: u32, setup_v6: [bool; NFLOWS]) -> Self {
         let mut tb = Tb::with_ram(Topology::TwoPort, Impair::default(), RAM_SIZE);
         let d = &mut tb.drv[0];
         let base = d.alloc(REGION * NREGIONS as u64);
@@ -605,6 +748,8 @@ impl Peer {
             lists,
             flows: [None, None],
             last_isn: [isn0; NFLOWS],
+            last_v6: setup_v6,
+            setup_v6,
             shadow,
             exp_hdr: [VecDeque::new(), VecDeque::new()],
             open: [false; 2],
@@ -658,6 +803,7 @@ impl Peer {
                 isn: IsnSel::Raw(self.isn0.wrapping_add(f as u32 * 7919)),
                 ring: None,
                 wscale: 7,
+                v6: self.setup_v6[f as usize],
             });
             // The window the host offers: 8 MiB from the cursor.
             self.run(&Op::HostAck {
@@ -706,7 +852,7 @@ impl Peer {
     }
 
     /// Sequence number and payload length of a frame against tuple `t`.
-    fn seq_len(&self, pf: &PeerFrame, t: usize) -> (u32, usize) {
+    fn seq_len(&self, pf: &PeerFrame, t: usize, v6: bool) -> (u32, usize) {
         let (cursor, post_end, isn, ooo) = match self.flows.get(t.min(1)).and_then(|f| f.as_ref()) {
             Some(f) => (f.cursor, f.posted_end(), f.rx_isn, f.ooo.clone()),
             None => (0, 0, self.last_isn[t.min(1)], Vec::new()),
@@ -729,7 +875,7 @@ impl Peer {
             SeqSel::BelowZero(x) => isn.wrapping_sub(x as u32),
             SeqSel::Raw(v) => v,
         };
-        let max = MTU - 20 - 4 * pf.ip_opts as usize - 20 - 4 * pf.tcp_opts as usize;
+        let max = max_payload(pf, v6);
         let len = match pf.len {
             LenSel::Zero => 0,
             LenSel::One => 1,
@@ -745,12 +891,13 @@ impl Peer {
         (seq, len)
     }
 
-    fn build(&self, pf: &PeerFrame, seq: u32, len: usize) -> Vec<u8> {
+    /// The IPv4 frame of `pf`.
+    fn build4(&self, pf: &PeerFrame, seq: u32, len: usize) -> Vec<u8> {
         let (_, src, sport, dst, dport) = TUPLES[pf.tuple as usize % TUPLES.len()];
         let ihl = 20 + 4 * pf.ip_opts as usize;
         let thl = 20 + 4 * pf.tcp_opts as usize;
         let tot = ihl + thl + len;
-        let mut f = vec![0u8; 14 + tot];
+        let mut f = vec![0u8; 14 + ihl];
         f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
         f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
@@ -774,53 +921,115 @@ impl Peer {
         }
         zeronic_nic::frame::set_ipv4_csum(ip);
         let t0 = 14 + ihl;
-        let t = &mut f[t0..t0 + thl];
-        t[0..2].copy_from_slice(&sport.to_be_bytes());
-        t[2..4].copy_from_slice(&dport.to_be_bytes());
-        t[4..8].copy_from_slice(&seq.to_be_bytes());
-        t[8..12].copy_from_slice(&(1 + pf.ack as u32 * 1000).to_be_bytes());
-        t[12] = ((thl / 4) as u8) << 4;
-        t[13] = pf.flags;
-        t[14..16].copy_from_slice(&65535u16.to_be_bytes());
-        t[18..20].copy_from_slice(&pf.urg.to_be_bytes());
-        for b in &mut t[20..] {
-            *b = 1;
-        }
-        f[t0 + thl..].copy_from_slice(&payload(pf.salt, len));
+        f.extend(tcp_segment(pf, seq, sport, dport, len));
         let mut c = zeronic_nic::csum::pseudo_v4(src, dst, (thl + len) as u16);
         c.add(&f[t0..]);
         f[t0 + 16..t0 + 18].copy_from_slice(&c.finish().to_le_bytes());
-        match pf.bad_csum {
-            1 => {
-                let i = f.len() - 1 - pf.salt as usize % (thl + len - 16);
-                f[i] ^= 0x40;
-            }
-            2 => f[t0 + 16] ^= 0x01,
-            _ => {}
-        }
+        corrupt(pf, &mut f, thl + len);
         f.extend((0..pf.pad).map(|i| i ^ 0x5a));
         f
+    }
+
+    /// The IPv6 frame of `pf`, and how many of the `len` payload bytes
+    /// its payload length leaves out (they follow as padding).
+    fn build6(&self, pf: &PeerFrame, seq: u32, len: usize) -> (Vec<u8>, usize) {
+        let (_, src4, sport, dst4, dport) = TUPLES[pf.tuple as usize % TUPLES.len()];
+        let (src, dst) = if pf.v6.mapped {
+            (ipv4_mapped(src4), ipv4_mapped(dst4))
+        } else {
+            (ip6_of(src4), ip6_of(dst4))
+        };
+        let thl = 20 + 4 * pf.tcp_opts as usize;
+        let short = match pf.v6.plen {
+            PlenSel::Short(k) => len.min(k as usize),
+            _ => 0,
+        };
+        let mut f = vec![0u8; 14 + 40];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        let first = 6 << 28 | u32::from(pf.tos) << 20 | pf.v6.label & 0xf_ffff;
+        f[14..18].copy_from_slice(&first.to_be_bytes());
+        f[18..20].copy_from_slice(&((thl + len - short) as u16).to_be_bytes());
+        f[20] = 6;
+        f[21] = pf.ttl;
+        f[22..38].copy_from_slice(&src);
+        f[38..54].copy_from_slice(&dst);
+        let seg = tcp_segment(pf, seq, sport, dport, len);
+        f.extend_from_slice(&seg[..thl + len - short]);
+        l4_csum(&mut f, 54 + 16, 6);
+        corrupt(pf, &mut f, thl + len - short);
+        f.extend_from_slice(&seg[thl + len - short..]);
+        match pf.v6.nh {
+            Some(nh) if is_ipv6_ext_header(nh) => insert_ext6(&mut f, nh),
+            Some(nh) => f[20] = nh,
+            None => {}
+        }
+        f.extend((0..pf.pad).map(|i| i ^ 0x5a));
+        let plen = match pf.v6.plen {
+            PlenSel::Long(k) => Some(f.len() - 54 + k as usize),
+            PlenSel::BelowTcp(v) => Some(v as usize % thl),
+            _ => None,
+        };
+        if let Some(v) = plen {
+            f[18..20].copy_from_slice(&(v as u16).to_be_bytes());
+        }
+        f.truncate(f.len().saturating_sub(pf.v6.cut as usize));
+        (f, short)
+    }
+
+    /// The frame of `pf` goes out as IPv6 (else IPv4).
+    fn frame_v6(&self, pf: &PeerFrame) -> bool {
+        let t = pf.tuple as usize % TUPLES.len();
+        self.last_v6[t.min(1)] != pf.other_family
     }
 
     /// Sends one frame and checks everything it may have done.
     fn send(&mut self, pf: &PeerFrame, salt: u32, len_override: Option<usize>) {
         let t = pf.tuple as usize % TUPLES.len();
-        let (seq, mut len) = self.seq_len(pf, t);
+        let v6 = self.frame_v6(pf);
+        let (seq, mut len) = self.seq_len(pf, t, v6);
         if let Some(l) = len_override {
             len = l;
         }
         let pf = PeerFrame { salt, ..pf.clone() };
         self.last = Some((pf.clone(), seq, len));
-        let bytes = self.build(&pf, seq, len);
+        let bytes = if v6 {
+            let (bytes, short) = self.build6(&pf, seq, len);
+            // The bytes past the payload length are padding.
+            len -= short;
+            bytes
+        } else {
+            self.build4(&pf, seq, len)
+        };
         let port = TUPLES[t].0;
         let p = port as usize;
-        let ihl = 20 + 4 * pf.ip_opts as usize;
+        let ihl = if v6 { 40 } else { 20 + 4 * pf.ip_opts as usize };
         let thl = 20 + 4 * pf.tcp_opts as usize;
         let csum_ok = pf.bad_csum == 0;
-        let frag = pf.frag == 1 || pf.frag == 2;
-        let flow = (t < NFLOWS).then(|| self.flows[t].clone()).flatten();
+        let frag = !v6 && (pf.frag == 1 || pf.frag == 2);
+        // An IPv6 frame as the NIC parses it: a payload length past the
+        // frame's end (or a cut fixed header) is malformed; a next header
+        // other than TCP takes the normal path (whatever follows), TCP
+        // needs its whole header within the payload length.
+        let plen = bytes
+            .get(18..20)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]) as usize);
+        let v6_nh = bytes.get(20).copied().filter(|_| v6);
+        let v6_malformed = v6
+            && match plen {
+                Some(plen) if 54 + plen <= bytes.len() => v6_nh == Some(6) && plen < thl,
+                _ => true,
+            };
+        let v6_not_tcp = v6 && !v6_malformed && v6_nh != Some(6);
+        // IPv6 frames match IPv6 flows only, IPv4 frames IPv4 flows.
+        let flow = (t < NFLOWS)
+            .then(|| self.flows[t].clone())
+            .flatten()
+            .filter(|f| f.v6 == v6 && !(v6 && pf.v6.mapped));
         let ce = pf.tos & 3 == 3;
-        let shape = (1 + pf.ack as u32 * 1000, pf.tos, pf.ttl, ihl, thl);
+        let label = if v6 { pf.v6.label & 0xf_ffff } else { 0 };
+        let shape = (1 + pf.ack as u32 * 1000, pf.tos, pf.ttl, ihl, thl, label);
 
         let mut want = [0u64; NPSTAT];
         want[PSTAT_RX_FRAMES] = 1;
@@ -828,9 +1037,15 @@ impl Peer {
         let mut writes: Vec<(u64, usize, usize)> = Vec::new();
         let mut placed_range = None;
         let what;
-        if bytes.len() > MTU + 14 {
+        if bytes.len() > MTU + 14 || v6_malformed {
             what = "malformed";
             want[PSTAT_RX_MALFORMED] = 1;
+        } else if v6_not_tcp {
+            what = "not IPv6/TCP";
+            want[PSTAT_RX_NORMAL] = 1;
+            let ext = v6_nh.is_some_and(is_ipv6_ext_header);
+            want[PSTAT_RX_V6_EXTHDR] = ext as u64;
+            self.exp_rx[p].push_back((0, 0, bytes.clone()));
         } else if frag || flow.is_none() {
             what = "normal";
             want[PSTAT_RX_NORMAL] = 1;
@@ -881,8 +1096,11 @@ impl Peer {
             } else {
                 let o = o.unwrap();
                 let at_cursor = matches!(plan, Plan::Place { start, .. } if start == rf.cursor);
+                // The rebuilt IP length must fit 16 bits: an IPv6 payload
+                // length does not count the fixed header.
+                let ip_hdr = if v6 { 0 } else { ihl };
                 let limit =
-                    (self.coalesce as u64).min((IPV4_MAX_TOT_LEN as usize - ihl - thl) as u64);
+                    (self.coalesce as u64).min((IPV4_MAX_TOT_LEN as usize - ip_hdr - thl) as u64);
                 let merge = at_cursor
                     && self.open[p]
                     && self.exp_hdr[p].back().is_some_and(|x| {
@@ -989,12 +1207,13 @@ impl Peer {
         }
         let ctx = || {
             format!(
-                "frame {what}: tuple {t} seq {seq:#x} len {len} flags {:#x} ihl {ihl} thl {thl} \
-                 pad {} frag {} csum {} (flow {:?}, placed {placed_range:?})",
+                "frame {what}: tuple {t} v6 {v6} seq {seq:#x} len {len} flags {:#x} ihl {ihl} \
+                 thl {thl} pad {} frag {} csum {} {:?} (flow {:?}, placed {placed_range:?})",
                 pf.flags,
                 pf.pad,
                 pf.frag,
                 pf.bad_csum,
+                pf.v6,
                 flow.as_ref()
                     .map(|f| (f.idx, f.rx_isn, f.cursor, f.posted_end(), &f.ooo)),
             )
@@ -1035,13 +1254,18 @@ impl Peer {
         let mut d = lock(&self.tb.model.guests[0].dev);
         for (t, rf) in self.flows.iter().enumerate() {
             let (port, src, sport, dst, dport) = TUPLES[t];
-            let key = (
+            let key4 = (
                 port as u16,
-                zeronic_hw::net::ipv4_mapped(dst),
+                ipv4_mapped(dst),
                 dport,
-                zeronic_hw::net::ipv4_mapped(src),
+                ipv4_mapped(src),
                 sport,
             );
+            let key6 = (port as u16, ip6_of(dst), dport, ip6_of(src), sport);
+            // The tuple of the flow's family only.
+            let v6 = rf.as_ref().is_some_and(|f| f.v6);
+            let (key, other) = if v6 { (key6, key4) } else { (key4, key6) };
+            assert_eq!(d.flows.lookup(&other), None, "flow {t} in the other family");
             let idx = d.flows.lookup(&key);
             match rf {
                 None => assert_eq!(idx, None, "flow {t} removed but still installed"),
@@ -1154,6 +1378,7 @@ impl Peer {
                         bad_csum: 0,
                         frag: 0,
                         pad: 0,
+                        v6: base.v6.clean(),
                         ..base.clone()
                     };
                     self.send(&pf, base.salt.wrapping_add(i as u32 + 1), None);
@@ -1176,8 +1401,8 @@ impl Peer {
                         1 => len / 2,
                         _ => len + 100,
                     };
-                    let max = MTU - 20 - 4 * pf.ip_opts as usize - 20 - 4 * pf.tcp_opts as usize;
-                    self.send(&pf, salt, Some(len.min(max + 1)));
+                    let v6 = self.frame_v6(&pf);
+                    self.send(&pf, salt, Some(len.min(max_payload(&pf, v6) + 1)));
                     self.flush();
                 }
             }
@@ -1315,7 +1540,11 @@ impl Peer {
                 };
                 let ack_seq = rx_isn.wrapping_add(cursor.wrapping_add(rel) as u32);
                 let (_, a_ip, a_port, b_ip, b_port) = TUPLES[t];
-                let f = ack_frame(b_ip, a_ip, b_port, a_port, ack_seq, win, flags);
+                let f = if self.last_v6[t] {
+                    ack6_frame(b_port, a_port, ack_seq, win, flags)
+                } else {
+                    ack_frame(b_ip, a_ip, b_port, a_port, ack_seq, win, flags)
+                };
                 if let Some(rf) = self.flows[t].as_mut() {
                     if flags & ACK != 0 && flags & (SYN | RST) == 0 {
                         let edge_seq = ack_seq.wrapping_add(u32::from(win) << rf.wscale);
@@ -1340,6 +1569,7 @@ impl Peer {
                 isn,
                 ring,
                 wscale,
+                v6,
             } => {
                 let t = flow as usize % NFLOWS;
                 let rx_isn = match isn {
@@ -1347,7 +1577,15 @@ impl Peer {
                     IsnSel::NearWrap(d) => u32::MAX - d as u32,
                     IsnSel::Raw(v) => v,
                 };
-                let mut c = flow_b(FPORT as u16, rx_isn);
+                // A tuple holds one flow: the family of the installed one
+                // (ST_EXISTS), else the one asked for.
+                let v6 = self.flows[t].as_ref().map_or(v6, |f| f.v6);
+                let mut c = if v6 {
+                    flow6(&mut self.tb, 0, rx_isn)
+                } else {
+                    flow_b(FPORT as u16, rx_isn)
+                };
+                c.port = FPORT as u16;
                 c.opcode = CMD_FLOW_INSTALL;
                 c.proto = IPPROTO_TCP;
                 c.remote_port = TUPLES[t].2;
@@ -1383,9 +1621,10 @@ impl Peer {
                 let c = self.tb.cmd(0, c.encode());
                 assert_eq!(c.status == ST_OK, ok, "FLOW_INSTALL {op:?}: {c:?}");
                 if ok {
-                    self.flows[t] =
-                        Some(RefFlow::new(c.result as u32, rx_isn, cursor, rring, wscale));
+                    let rf = RefFlow::new(c.result as u32, rx_isn, cursor, rring, wscale, v6);
+                    self.flows[t] = Some(rf);
                     self.last_isn[t] = rx_isn;
+                    self.last_v6[t] = v6;
                 }
             }
             Op::Inval(region) => {
@@ -1573,9 +1812,10 @@ proptest! {
         coalesce in prop_oneof![Just(DEFAULT_COALESCE_BYTES), Just(0u32), 1u32..20_000],
         hdrq_small in proptest::bool::weighted(0.2),
         isn in prop_oneof![Just(0u32), (0u32..20_000).prop_map(|d| u32::MAX - d), any::<u32>()],
+        setup_v6 in any::<[bool; NFLOWS]>(),
         ops in proptest::collection::vec(op(), 1..120),
     ) {
-        let mut p = Peer::new(coalesce, hdrq_small, isn);
+        let mut p = Peer::new(coalesce, hdrq_small, isn, setup_v6);
         for op in &ops {
             p.run(op);
             p.reap(!p.hdrq_small);
