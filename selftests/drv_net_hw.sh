@@ -53,6 +53,11 @@ echo "# ethtool: ${eth:-none in PATH} ($(${eth:-false} --version 2>/dev/null))"
 [ -n "$eth" ] && "$eth" --disable-netlink --version >/dev/null 2>&1 ||
 	echo "# this ethtool has no --disable-netlink (make setup installs one that has)"
 
+# The IPv6 addresses again (idempotent), in case a test before removed
+# them.
+zn_in a ip -6 addr replace "$ZN_ADDR6_A/64" dev "$ZN_IF_A" nodad
+zn_in b ip -6 addr replace "$ZN_ADDR6_B/64" dev "$ZN_IF_B" nodad
+
 # Every queue pair the NIC serves (the multi-queue cases need two or more;
 # the default is one per CPU).
 zn_in a ethtool -L "$ZN_IF_A" combined "$(zn_in a ethtool -l "$ZN_IF_A" |

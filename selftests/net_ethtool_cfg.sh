@@ -241,14 +241,15 @@ qstats() {
 }
 zn_case "qstats (device and per queue), ip -s link and ethtool -S agree" qstats
 
-# csum_counts: "csum-unnecessary csum-none" of RX queue 0.
+# csum_counts: "csum-unnecessary csum-none" summed over the RX queues (RSS
+# puts a flow on any of them).
 csum_counts() {
 	local ifindex
 	ifindex=$(zn_in a cat "/sys/class/net/$ZN_IF_A/ifindex")
 	ynl netdev dump qstats-get "{\"ifindex\": $ifindex, \"scope\": \"queue\"}" | python3 -c '
 import json, sys
-q = [q for q in json.load(sys.stdin) if q["queue-type"] == "rx"][0]
-print(q.get("rx-csum-unnecessary", 0), q.get("rx-csum-none", 0))'
+qs = [q for q in json.load(sys.stdin) if q["queue-type"] == "rx"]
+print(sum(q.get("rx-csum-unnecessary", 0) for q in qs), sum(q.get("rx-csum-none", 0) for q in qs))'
 }
 rx_csum() {
 	local u0 n0 u1 n1 u2 n2
