@@ -53,8 +53,8 @@ echo "# ethtool: ${eth:-none in PATH} ($(${eth:-false} --version 2>/dev/null))"
 [ -n "$eth" ] && "$eth" --disable-netlink --version >/dev/null 2>&1 ||
 	echo "# this ethtool has no --disable-netlink (make setup installs one that has)"
 
-# The IPv6 addresses again (idempotent), in case a test before removed
-# them.
+# The IPv6 addresses again (idempotent): a test before may have taken the
+# link down, which flushes them.
 zn_in a ip -6 addr replace "$ZN_ADDR6_A/64" dev "$ZN_IF_A" nodad
 zn_in b ip -6 addr replace "$ZN_ADDR6_B/64" dev "$ZN_IF_B" nodad
 
