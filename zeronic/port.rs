@@ -878,7 +878,7 @@ impl NetDeviceOps for Port {
     ) -> Result {
         let n = this.cfg.lock().queue_pairs(this.max_qp);
         let table = match req.indir {
-            Some(indir) => port_rss::context_table(indir, n, extack)?,
+            Some(indir) => port_rss::table_of(indir, n, extack)?,
             None => {
                 // The default spread; the core keeps what the driver used.
                 let table = port_rss::default_table(n);
@@ -900,7 +900,7 @@ impl NetDeviceOps for Port {
         extack: &mut ExtAck<'_>,
     ) -> Result {
         let n = this.cfg.lock().queue_pairs(this.max_qp);
-        let table = port_rss::context_table(req.indir.unwrap_or(ctx.indir), n, extack)?;
+        let table = port_rss::table_of(req.indir.unwrap_or(ctx.indir), n, extack)?;
         this.set_rss_context(id, &table, extack)
     }
 

@@ -130,18 +130,7 @@ pub(crate) fn set_rxfh(
         new.key = key.try_into().map_err(|_| EINVAL)?;
     }
     if let Some(indir) = req.indir {
-        if indir.len() != TABLE_SIZE {
-            return Err(EINVAL);
-        }
-        let mut table = [0u8; TABLE_SIZE];
-        for (e, &q) in table.iter_mut().zip(indir) {
-            if q >= n {
-                extack.set_msg(c"indirection table entry past the receive queues");
-                return Err(EINVAL);
-            }
-            // CAST: below `n <= MAX_QP` (8).
-            *e = q as u8;
-        }
+        let table = table_of(indir, n, extack)?;
         new.table = (table != default_table(n)).then_some(table);
     }
     Ok(new)
@@ -149,19 +138,16 @@ pub(crate) fn set_rxfh(
 
 // ---- Additional contexts ----------------------------------------------------
 
-/// The NIC's table of an additional RSS context (`ethtool -X <dev> context
-/// N`, hardware spec §16) from `indir`, whose entries name receive queues
-/// below `n`. The context's key and hash function are the port's.
+/// The NIC's form of an indirection table `indir` (the port's own, or an
+/// additional RSS context's, `ethtool -X <dev> context N`, hardware spec
+/// §16), whose entries name receive queues below `n`. A context's key and
+/// hash function are the port's.
 ///
 /// # Errors
 ///
 /// `EINVAL` for a table of the wrong size or an entry at or past `n` (the
 /// core checked both; refused again rather than trusted).
-pub(crate) fn context_table(
-    indir: &[u32],
-    n: u32,
-    extack: &mut ExtAck<'_>,
-) -> Result<[u8; TABLE_SIZE]> {
+pub(crate) fn table_of(indir: &[u32], n: u32, extack: &mut ExtAck<'_>) -> Result<[u8; TABLE_SIZE]> {
     if indir.len() != TABLE_SIZE {
         return Err(EINVAL);
     }
@@ -423,10 +409,10 @@ mod tests {
         let mut ea = no_extack();
         // CAST: below TABLE_SIZE (128).
         let spread: [u32; TABLE_SIZE] = core::array::from_fn(|i| i as u32 % 2);
-        let table = context_table(&spread, 2, &mut ea).expect("entries below 2");
+        let table = table_of(&spread, 2, &mut ea).expect("entries below 2");
         assert_eq!(table, default_table(2));
-        assert_eq!(context_table(&spread, 1, &mut ea), Err(EINVAL));
-        assert_eq!(context_table(&spread[1..], 2, &mut ea), Err(EINVAL));
+        assert_eq!(table_of(&spread, 1, &mut ea), Err(EINVAL));
+        assert_eq!(table_of(&spread[1..], 2, &mut ea), Err(EINVAL));
         assert!(context_command(1, 0).is_err());
         assert!(context_command(1, regs::RSS_CONTEXTS).is_err());
         let cmd = context_command(1, regs::RSS_CONTEXTS - 1).expect("the last context");
