@@ -4,7 +4,8 @@
  * docs/uapi.md, "Accounting", "Completion queues", "Work requests"):
  *
  *  - completion queues are charged to the creator's locked_vm against
- *    RLIMIT_MEMLOCK and bounded per file;
+ *    RLIMIT_MEMLOCK and bounded per file, and the charge goes with the CQ
+ *    even while a socket its flow was attached to lives on;
  *  - a region's uses: a stream flow's ring holds one until the flow is
  *    detached, and a post the NIC refuses gives its use back;
  *  - a released region's pages stay pinned and charged while a send still
@@ -199,6 +200,71 @@ TEST(cqs_bounded_per_file)
 	EXPECT_EQ(MAX_CQS, n);
 	EXPECT_EQ(ENOSPC, err);
 	close(zfd);
+}
+
+/*
+ * A flow's socket may outlive the file (another process holds it, or TCP
+ * still sends): the detached flow keeps nothing of its CQ's pages. Before
+ * the fix the CQ stayed charged until the socket was destroyed.
+ */
+struct pair {
+	int cli, srv;
+};
+
+static int cq_outlived_child(void *arg)
+{
+	struct pair *p = arg;
+	__u64 base, now;
+	__u32 cq = 0, cq2 = 0, flow = 0;
+	size_t map_size = 0;
+	void *map = NULL;
+	int zfd, err;
+
+	if (become_nobody(1 << 20))
+		CHILD_FAIL("cannot become uid %d: %s", NOBODY, strerror(errno));
+	zfd = zopen();
+	if (zfd < 0)
+		CHILD_FAIL("open: %s", strerror(errno));
+	base = locked_pages(zfd);
+	/* Closing the file (mapped, then unmapped; the flow still attached). */
+	if ((err = cq_create(zfd, 256, -1, &cq, &map, &map_size)) ||
+	    (err = attach(zfd, p->cli, cq, ZERONIC_RX_MESSAGE, 0, 0, &flow)))
+		CHILD_FAIL("CQ/attach: %s", strerror(err));
+	if (locked_pages(zfd) != base + CQ_PAGES(256))
+		CHILD_FAIL("a 256-entry CQ: %llu locked pages, want %llu",
+			   (unsigned long long)locked_pages(zfd),
+			   (unsigned long long)(base + CQ_PAGES(256)));
+	munmap(map, map_size);
+	close(zfd);
+	zfd = zopen();
+	now = locked_pages(zfd);
+	printf("# file closed, its flow's socket still open: %llu locked pages (%llu before the CQ)\n",
+	       (unsigned long long)now, (unsigned long long)base);
+	if (now != base)
+		CHILD_FAIL("the closed file's CQ is still charged while the socket lives");
+	/* CQ_DESTROY after FLOW_DETACH, the other socket still open. */
+	if ((err = cq_create(zfd, 256, -1, &cq2, NULL, NULL)) ||
+	    (err = attach(zfd, p->srv, cq2, ZERONIC_RX_MESSAGE, 0, 0, &flow)) ||
+	    (err = detach(zfd, flow)) || (err = cq_destroy(zfd, cq2)))
+		CHILD_FAIL("CQ/attach/detach/destroy: %s", strerror(err));
+	now = locked_pages(zfd);
+	printf("# CQ destroyed after its flow's detach, the socket open: %llu locked pages\n",
+	       (unsigned long long)now);
+	if (now != base)
+		CHILD_FAIL("the destroyed CQ is still charged while the socket lives");
+	close(zfd);
+	return 0;
+}
+
+TEST(cq_charge_not_held_by_a_socket_outliving_it)
+{
+	struct pair p;
+
+	ASSERT_EQ(0, connect_pair(&p.cli, &p.srv));
+	/* The child's flows are attached to sockets this process keeps open. */
+	EXPECT_EQ(0, in_child(cq_outlived_child, &p));
+	close(p.cli);
+	close(p.srv);
 }
 
 /* ---- finding 10: region uses ----------------------------------------------- */

@@ -111,14 +111,20 @@ impl ZcFiles {
             .ok_or(ENOENT)
     }
 
-    /// Detaches every flow (the file goes away). Process context.
+    /// Detaches every flow and retires every CQ (the file goes away, and
+    /// with it every mapping of its CQs). Process context.
     pub(crate) fn release(&self) {
         let flows = core::mem::take(&mut *self.flows.lock());
         for f in flows.iter() {
             f.detach();
         }
         drop(flows);
-        drop(core::mem::take(&mut *self.cqs.lock()));
+        // A detached flow may outlive the file, with its socket; the CQ's
+        // pages and their charge do not (`cq.rs`, "Accounting").
+        let cqs = core::mem::take(&mut *self.cqs.lock());
+        for cq in cqs.iter() {
+            cq.retire();
+        }
     }
 
     /// `ENOSPC` if the file holds [`MAX_CQS`] CQs (`cqs` is the locked table).
@@ -182,8 +188,12 @@ impl ZcFiles {
         {
             return Err(EBUSY);
         }
-        // Its mappings, if any, keep it (and its charge) until unmapped.
-        let _ = cqs.remove(pos)?;
+        let cq = cqs.remove(pos)?;
+        drop((cqs, flows));
+        // Its mappings, if any, keep the pages (and their charge) until
+        // unmapped; a flow detached earlier that still completes sends
+        // keeps only the `Cq`, whose entries now go nowhere.
+        cq.retire();
         Ok(0)
     }
 

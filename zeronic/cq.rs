@@ -25,11 +25,15 @@
 //!
 //! **Accounting.** A CQ's pages (the header page and the entries, sized by
 //! `entries`) are charged to the creating user's `locked_vm` against
-//! `RLIMIT_MEMLOCK` ([`LockedCharge`]) for as long as the [`Cq`] lives:
-//! held by its file's table until `CQ_DESTROY`, by each flow reporting to
-//! it, and by each of its mappings (each VMA holds a reference, taken in
-//! its `open` and dropped in its `close`, [`CQ_VM_OPS`]), since a mapping
-//! keeps the pages until it is unmapped.
+//! `RLIMIT_MEMLOCK` ([`LockedCharge`]) for as long as they exist: a [`Ring`]
+//! holds both, and is held by its CQ until the CQ's file goes
+//! ([`Cq::retire`]) or the CQ is destroyed, and by each of its mappings
+//! (each VMA holds a reference, taken in its `open` and dropped in its
+//! `close`, [`CQ_VM_OPS`]), since a mapping keeps the pages until it is
+//! unmapped. A flow detached when its file went may outlive the file (its
+//! socket is open elsewhere, or TCP still sends its bytes); it keeps the
+//! [`Cq`] but not the pages: entries posted to a retired CQ are dropped,
+//! since nobody can read them any more.
 //!
 //! Entries are posted from any context (the receive path's softirq, send
 //! completions wherever an skb is freed), under a spinlock that keeps
@@ -57,7 +61,7 @@ use crate::{
 };
 
 /// The operations of a CQ's mappings: each VMA's `vm_private_data` is a
-/// reference to its [`Cq`] (`Arc::into_raw`), taken when the VMA is made
+/// reference to its CQ's [`Ring`] (`Arc::into_raw`), taken when the VMA is made
 /// ([`Cq::map_into`], `open` for a VMA split or copied from another) and
 /// given back by its `close`. Everything else is the kernel's default for a
 /// `VM_MIXEDMAP` mapping whose pages are all inserted.
@@ -74,10 +78,10 @@ static CQ_VM_OPS: bindings::vm_operations_struct = bindings::vm_operations_struc
 /// # Safety
 ///
 /// `vma` is a valid VMA whose `vm_private_data` holds a reference to a
-/// [`Cq`] on behalf of the VMA it was made from (see [`CQ_VM_OPS`]).
+/// [`Ring`] on behalf of the VMA it was made from (see [`CQ_VM_OPS`]).
 unsafe extern "C" fn cq_vma_open(vma: *mut bindings::vm_area_struct) {
     // SAFETY: By the function's requirements.
-    let ptr = unsafe { (*vma).vm_private_data }.cast::<Cq>();
+    let ptr = unsafe { (*vma).vm_private_data }.cast::<Ring>();
     // SAFETY: `ptr` came from `Arc::into_raw` and its reference (the other
     // VMA's) is live; it is given back to it just below.
     let other = unsafe { Arc::from_raw(ptr) };
@@ -91,12 +95,12 @@ unsafe extern "C" fn cq_vma_open(vma: *mut bindings::vm_area_struct) {
 /// # Safety
 ///
 /// `vma` is a valid VMA whose `vm_private_data` holds a reference to a
-/// [`Cq`] on its behalf (see [`CQ_VM_OPS`]), called once.
+/// [`Ring`] on its behalf (see [`CQ_VM_OPS`]), called once.
 unsafe extern "C" fn cq_vma_close(vma: *mut bindings::vm_area_struct) {
     // SAFETY: By the function's requirements.
-    let ptr = unsafe { (*vma).vm_private_data }.cast::<Cq>();
+    let ptr = unsafe { (*vma).vm_private_data }.cast::<Ring>();
     // SAFETY: The VMA's reference, given back once, here (process context:
-    // a CQ may be dropped there).
+    // the pages may be freed there).
     drop(unsafe { Arc::from_raw(ptr) });
 }
 
@@ -154,6 +158,13 @@ pub(crate) enum Credit {
     Free,
 }
 
+/// A CQ's pages and their charge.
+struct Ring {
+    pages: SharedPages,
+    /// After `pages`, so uncharged once they are freed.
+    _charge: LockedCharge,
+}
+
 struct Inner {
     /// Entries produced (free-running; also published at `OFF_TAIL`).
     tail: u32,
@@ -161,6 +172,8 @@ struct Inner {
     reserved: u32,
     /// Whether entries were added since the last [`Cq::notify`].
     unsignalled: bool,
+    /// The pages; `None` once retired ([`Cq::retire`]).
+    ring: Option<Arc<Ring>>,
 }
 
 /// A completion queue.
@@ -170,13 +183,11 @@ pub(crate) struct Cq {
     pub(crate) id: u32,
     /// Entries, a power of two.
     pub(crate) entries: u32,
-    ring: SharedPages,
+    /// Bytes of the mapping.
+    size: usize,
     eventfd: Option<EventFd>,
     #[pin]
     inner: SpinLockIrq<Inner>,
-    /// The charge of `ring`'s pages; after `ring`, so uncharged once they
-    /// are freed.
-    _charge: LockedCharge,
 }
 
 impl Cq {
@@ -209,22 +220,30 @@ impl Cq {
         };
         // Charged before anything is allocated: a refused CQ costs nothing.
         let charge = LockedCharge::new(Self::pages(entries))?;
-        let ring = SharedPages::new(Self::pages(entries))?;
-        ring.store_u32_release(OFF_MASK, entries - 1)?;
+        let pages = SharedPages::new(Self::pages(entries))?;
+        pages.store_u32_release(OFF_MASK, entries - 1)?;
         // CAST: PAGE_SIZE fits u32.
-        ring.store_u32_release(OFF_ENTRIES, PAGE_SIZE as u32)?;
+        pages.store_u32_release(OFF_ENTRIES, PAGE_SIZE as u32)?;
+        let size = pages.size();
+        let ring = Arc::new(
+            Ring {
+                pages,
+                _charge: charge,
+            },
+            GFP_KERNEL,
+        )?;
         Arc::pin_init(
             try_pin_init!(Self {
                 id,
                 entries,
-                ring,
+                size,
                 eventfd,
                 inner <- new_spinlock_irq!(Inner {
                     tail: 0,
                     reserved: 0,
                     unsignalled: false,
+                    ring: Some(ring),
                 }, "zeronic::cq"),
-                _charge: charge,
             }? Error),
             GFP_KERNEL,
         )
@@ -232,7 +251,16 @@ impl Cq {
 
     /// Size of the mapping.
     pub(crate) fn map_size(&self) -> usize {
-        self.ring.size()
+        self.size
+    }
+
+    /// Frees the pages and gives back their charge (unless a mapping still
+    /// has them): the CQ's file went, so nobody can map or read it again.
+    /// Entries posted from now on are dropped. Process context.
+    pub(crate) fn retire(&self) {
+        let ring = self.inner.lock().ring.take();
+        // Freed here, with the lock released.
+        drop(ring);
     }
 
     /// Maps the CQ into `vma` (exactly [`Cq::map_size`] bytes). The mapping
@@ -241,10 +269,13 @@ impl Cq {
     ///
     /// # Errors
     ///
-    /// - `EINVAL` if `vma` is not exactly [`Cq::map_size`] bytes long.
+    /// - `EINVAL` if `vma` is not exactly [`Cq::map_size`] bytes long, or
+    ///   the CQ is retired (never: only its file maps it).
     /// - `ENOMEM`, `EBUSY`, `EFAULT` as `vm_insert_page` (a page cannot be inserted).
-    pub(crate) fn map_into(self: &Arc<Self>, vma: &VmaNew) -> Result {
-        self.ring.map_into(vma)?;
+    pub(crate) fn map_into(&self, vma: &VmaNew) -> Result {
+        // Mapping sleeps: with a reference of its own, not under the lock.
+        let ring = self.inner.lock().ring.clone().ok_or(EINVAL)?;
+        ring.pages.map_into(vma)?;
         let raw = vma.as_ptr();
         // SAFETY: `raw` is the VMA being set up by this `mmap` call (the mmap
         // lock is held for writing, nothing else uses it yet). Its `close`
@@ -253,7 +284,7 @@ impl Cq {
         // each then holds the reference stored or taken for it, as
         // `CQ_VM_OPS` requires. `CQ_VM_OPS` is a static.
         unsafe {
-            (*raw).vm_private_data = Arc::into_raw(self.clone()).cast_mut().cast();
+            (*raw).vm_private_data = Arc::into_raw(ring).cast_mut().cast();
             (*raw).vm_ops = &CQ_VM_OPS;
         }
         Ok(())
@@ -261,7 +292,11 @@ impl Cq {
 
     /// Entries neither unread nor reserved.
     fn free(&self, inner: &Inner) -> u32 {
-        let head = self.ring.load_u32_acquire(OFF_HEAD).unwrap_or(inner.tail);
+        let head = inner
+            .ring
+            .as_ref()
+            .and_then(|r| r.pages.load_u32_acquire(OFF_HEAD).ok())
+            .unwrap_or(inner.tail);
         let unread = inner.tail.wrapping_sub(head).min(self.entries);
         self.entries - unread - inner.reserved.min(self.entries - unread)
     }
@@ -302,12 +337,17 @@ impl Cq {
                 }
             }
         }
+        let tail = inner.tail.wrapping_add(1);
+        let Some(ring) = inner.ring.as_ref() else {
+            // Retired: nobody can read it.
+            return Ok(());
+        };
         // CAST: u32 -> usize is lossless on every architecture Linux supports.
         let slot = (inner.tail & (self.entries - 1)) as usize;
-        self.ring
+        ring.pages
             .write(PAGE_SIZE + slot * CQE_SIZE, &cqe.encode())?;
-        inner.tail = inner.tail.wrapping_add(1);
-        self.ring.store_u32_release(OFF_TAIL, inner.tail)?;
+        ring.pages.store_u32_release(OFF_TAIL, tail)?;
+        inner.tail = tail;
         inner.unsignalled = true;
         Ok(())
     }
@@ -318,11 +358,12 @@ impl Cq {
         if !core::mem::take(&mut inner.unsignalled) {
             return;
         }
+        let armed = inner.ring.as_ref().is_some_and(|r| {
+            r.pages
+                .fetch_clear_u32(OFF_FLAGS, uapi::CQ_ARMED)
+                .is_ok_and(|f| f & uapi::CQ_ARMED != 0)
+        });
         drop(inner);
-        let armed = self
-            .ring
-            .fetch_clear_u32(OFF_FLAGS, uapi::CQ_ARMED)
-            .is_ok_and(|f| f & uapi::CQ_ARMED != 0);
         if armed {
             if let Some(efd) = &self.eventfd {
                 efd.signal();
