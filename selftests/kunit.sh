@@ -11,7 +11,7 @@
 # skipped as a whole is one skip.
 . "$(dirname "$0")/lib.sh"
 
-SUITES="zeronic_ring_geometry zeronic_ethtool zeronic_rss zeronic_ntuple zeronic_mr_args zeronic_hdrq zeronic_tuple rust_kernel_skbuff"
+SUITES="zeronic_ring_geometry zeronic_ethtool zeronic_rss zeronic_ntuple zeronic_mr_args zeronic_hdrq zeronic_tuple zeronic_qp_track rust_kernel_skbuff"
 # ZN_KUNIT_DIR: another directory of <suite>/results files (to check this
 # script against made-up results).
 KUNIT=${ZN_KUNIT_DIR:-/sys/kernel/debug/kunit}

@@ -29,6 +29,7 @@
 //! until closed, and plain I/O on it keeps failing.
 
 use kernel::{
+    cpu::CpuId,
     net::{
         sock::{
             context,
@@ -84,8 +85,10 @@ use crate::{
             FlowUpdate,
             Nop,
             FLOWI_IPV6,
+            FLOWI_QUEUE,
             FLOWU_CURSOR,
             FLOWU_EDGE,
+            FLOW_QUEUE_SHIFT,
             FLOW_RX_RING,
             FLOW_RX_SEGMENTS,
             IPPROTO_TCP, //
@@ -218,8 +221,9 @@ fn install_cmd(
     rx_isn: u32,
     mode: u16,
     ring: (u64, u64, u32),
+    queue: u32,
 ) -> Install {
-    let (local_ip, remote_ip, flags, addr6) = if tuple.v6 {
+    let (local_ip, remote_ip, mut flags, addr6) = if tuple.v6 {
         let a = FlowAddr6 {
             local_addr: tuple.local,
             remote_addr: tuple.remote,
@@ -229,6 +233,10 @@ fn install_cmd(
         let (l, r) = tuple.v4_addrs();
         (l, r, 0, None)
     };
+    if queue != 0 {
+        // CAST: below `MAX_QP` (8): fits the bits above the shift.
+        flags |= FLOWI_QUEUE | ((queue as u16) << FLOW_QUEUE_SHIFT);
+    }
     let cmd = FlowInstall(CmdFlow {
         flags,
         // CAST: port < MAX_PORTS.
@@ -249,6 +257,17 @@ fn install_cmd(
         ..Default::default()
     });
     Install { cmd, addr6 }
+}
+
+/// The notify queue pair of a flow attached now on `port`: the one whose
+/// RX interrupt last came on the attaching task's CPU, where the
+/// application runs (`qp_track.rs`); queue pair 0 if none is.
+fn notify_queue(ctl: &Control, port: u32) -> u32 {
+    // CAST: u32 -> usize; `port < MAX_PORTS`, from `port_of`.
+    ctl.ports
+        .get(port as usize)
+        .and_then(|p| p.qps.queue_on_cpu(CpuId::current().as_u32()))
+        .unwrap_or(0)
 }
 
 /// The right edge of the window `sk` offered so far, as a stream offset
@@ -304,6 +323,7 @@ impl Ulp for ZnUlp {
             (RxTarget::Ring { offset, size }, Some(mr)) => (mr.shared().key, *offset, *size),
             _ => (0, 0, 0),
         };
+        let queue = notify_queue(&ctl, port);
         // CAST: checked to fit u32 by the ioctl.
         let cmd = install_cmd(
             sk,
@@ -312,6 +332,7 @@ impl Ulp for ZnUlp {
             rx_isn,
             mode,
             (ring_key, ring_offset, ring_size as u32),
+            queue,
         );
         let edge = offered_edge(sk, rx_isn);
         // The CQ entries of the flow's events: the work, checked after the
@@ -337,7 +358,7 @@ impl Ulp for ZnUlp {
             target,
             rx_isn,
             tuple,
-            hw_index,
+            (hw_index, queue),
             TxState::new(),
         );
         let flow = match flow.and_then(|f| {
@@ -381,6 +402,7 @@ impl Ulp for ZnUlp {
         let kring = DropInProcess::new(kring)?;
         // CAST: at most 64 MiB, which fits u32 and u64.
         let ring_size = ring_bytes as u64;
+        let queue = notify_queue(&ctl, port);
         // CAST: at most 64 MiB.
         let cmd = install_cmd(
             sk,
@@ -389,6 +411,7 @@ impl Ulp for ZnUlp {
             rx_isn,
             FLOW_RX_RING,
             (shared.key, 0, ring_bytes as u32),
+            queue,
         );
         // On failure the ring goes back before this returns (its charge
         // too, so that the caller may try again at once): the NIC flow is
@@ -418,7 +441,7 @@ impl Ulp for ZnUlp {
             },
             rx_isn,
             tuple,
-            hw_index,
+            (hw_index, queue),
             TxState::new(),
         ) {
             Ok(f) => f,
@@ -452,8 +475,12 @@ impl Ulp for ZnUlp {
 
     fn recvmsg_done(data: &Arc<Flow>, _sk: &TcpSock) {
         // The application read: the ring's head follows.
-        let mut sk = data.sock.lock();
-        data.consume(&mut sk);
+        {
+            let mut sk = data.sock.lock();
+            data.consume(&mut sk);
+        }
+        // And the flow's entries come to the CPU it reads on.
+        data.follow_cpu();
     }
 
     fn release(data: Arc<Flow>) {

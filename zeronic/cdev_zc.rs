@@ -365,6 +365,8 @@ impl ZcFiles {
             // Data that waited for room may go now.
             flow.consume(&mut sk);
         }
+        // The application is here: its flow's entries come here too.
+        flow.follow_cpu();
         req.posted = posted;
         writer.write(&req)?;
         match first_err {

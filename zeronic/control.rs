@@ -81,6 +81,10 @@ use crate::{
         status, //
     },
     nic_regs::NicRegs,
+    qp_track::{
+        Mark,
+        QpTrack, //
+    },
     ring::Ring,
 };
 
@@ -198,6 +202,9 @@ pub(crate) struct PortSnapshot {
     /// The port's header/data split (`ethtool -G zn0 tcp-data-split`) is not
     /// off: new flows may be attached. See [`Control::flow_attach_allowed`].
     pub(crate) flows_allowed: Atomic<bool>,
+    /// Where the port's queue pairs are serviced, and how far: what
+    /// attached flows' notify queue pairs follow.
+    pub(crate) qps: QpTrack,
 }
 
 impl PortSnapshot {
@@ -215,6 +222,7 @@ impl PortSnapshot {
                 tx_copied: Atomic::new(0),
             },
             flows_allowed: Atomic::new(true),
+            qps: QpTrack::new(),
         }
     }
 }
@@ -322,6 +330,12 @@ pub(crate) trait AttachedFlow: Send + Sync {
         raw: &[u8; HDRQ_ENTRY_SIZE],
         zero: &Page,
     ) -> Result<(u64, u64)>;
+
+    /// Whether the flow's entries on queue pair `qp` may be handed to TCP
+    /// now (NAPI context): not while the flow moves to `qp` and the queue
+    /// pair it left has not handed on its earlier entries
+    /// (`qp_track.rs`). The caller then stops at the entry and polls again.
+    fn may_deliver(&self, qp: u32) -> bool;
 }
 
 /// Memory a layer above handed to the NIC (a port's rings with their posted
@@ -674,6 +688,20 @@ impl Control {
                 leak(item);
             }
         }
+    }
+
+    /// Where port `port`'s queue pair `k` ends its header queue and RX
+    /// completion queue now: what a flow that left it waits for
+    /// ([`QpTrack::mark`]).
+    ///
+    /// # Errors
+    ///
+    /// - `ENODEV` if the NIC is gone.
+    /// - `EINVAL` if `port` or `k` is out of range.
+    pub(crate) fn qp_mark(&self, port: u32, k: u32) -> Result<Mark> {
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        let snap = self.ports.get(port as usize).ok_or(EINVAL)?;
+        snap.qps.mark(&self.regs, port, k)
     }
 
     /// Whether a new flow may be attached to port `port`: not while the

@@ -114,11 +114,13 @@ use crate::{
 
 mod cmds;
 mod served;
+mod steer;
 mod tuple;
 pub(crate) mod tx;
 mod user;
 
 use cmds::Deferred;
+use steer::QpMove;
 pub(crate) use tuple::Tuple;
 use tx::{
     Pending,
@@ -203,6 +205,8 @@ pub(crate) enum Awaited {
     Room(u64),
     /// A `FLOWU_CURSOR`: its result is the NIC's cursor (`nic_confirmed`).
     Cursor,
+    /// A `FLOWU_QUEUE` to this queue pair (`flow/steer.rs`).
+    Queue(u32),
 }
 
 /// Mutable state of a flow, under [`Flow::inner`].
@@ -269,6 +273,8 @@ pub(crate) struct FlowInner {
     pub(crate) awaited: KVec<Awaited>,
     /// Commands waiting for room in the command queue (`flow/cmds.rs`).
     pub(crate) deferred: Deferred,
+    /// A move of the notify queue pair (`flow/steer.rs`).
+    pub(crate) qp_move: QpMove,
     /// Send state (`flow/tx.rs`).
     pub(crate) tx: TxState,
 }
@@ -308,6 +314,11 @@ pub(crate) struct Flow {
     pub(crate) tuple: Tuple,
     /// Index of the flow in the NIC's Flow Table.
     pub(crate) hw_index: u32,
+    /// The flow's notify queue pair (`flow/steer.rs`).
+    queue: Atomic<u32>,
+    /// A move of the notify queue pair is under way
+    /// ([`FlowInner::qp_move`]); read by NAPI for every entry of the flow.
+    moving: Atomic<bool>,
     pub(crate) stats: FlowStats,
     #[pin]
     pub(crate) inner: SpinLockIrq<FlowInner>,
@@ -357,7 +368,7 @@ impl Flow {
         target: RxTarget,
         rx_isn: u32,
         tuple: Tuple,
-        hw_index: u32,
+        (hw_index, queue): (u32, u32),
         tx: TxState,
     ) -> Result<Arc<Self>> {
         let ring_start = 0;
@@ -383,6 +394,8 @@ impl Flow {
                 rx_isn,
                 tuple,
                 hw_index,
+                queue: Atomic::new(queue),
+                moving: Atomic::new(false),
                 stats: FlowStats {
                     rx_placed: Atomic::new(0),
                     rx_copied: Atomic::new(0),
@@ -414,6 +427,7 @@ impl Flow {
                     nic_edge,
                     awaited,
                     deferred: Deferred::default(),
+                    qp_move: QpMove::Idle,
                     tx,
                 }, "zeronic::flow"),
             }? Error),
@@ -907,6 +921,10 @@ impl CmdDone for Flow {
                     inner.nic_confirmed = inner.nic_confirmed.max(FlowUpdate::output(c))
                 }
                 Ok(Awaited::Cursor) => return,
+                Ok(Awaited::Queue(to)) => {
+                    self.queue_moved(&mut inner, c, to);
+                    return;
+                }
                 Err(_) => return,
             }
         }

@@ -218,6 +218,9 @@ impl Handler for Vector {
                     return IrqReturn::None;
                 };
                 napi.data().stats.prof.irq(*rx);
+                if *rx {
+                    napi.data().rx_interrupt();
+                }
                 napi.schedule();
             }
         }

@@ -331,8 +331,10 @@ impl Port {
             };
             *q.data().tx.lock() = Some(tx);
             *q.data().rx.lock() = Some(rx);
+            self.snapshot().qps.rings_made(k);
         }
         self.active.store(n, Relaxed);
+        self.snapshot().qps.set_active(n);
         if let Err(e) = self.attach_napis(dev, n) {
             self.halt(dev);
             return Err(e);
@@ -491,6 +493,8 @@ impl Port {
     fn halt(&self, dev: &NetDevice) {
         self.stop_queues(dev);
         self.set_link(dev, false);
+        // Flows' notify queue pairs no longer follow the ones going.
+        self.snapshot().qps.set_active(0);
         let n = self.active.load(Relaxed);
         if let Ok(r) = self.regs.get() {
             for k in 0..n {

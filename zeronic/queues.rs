@@ -24,6 +24,7 @@
 //! transmit: lock order `rx` -> `tx`).
 
 use kernel::{
+    cpu::CpuId,
     device::{
         Bound,
         Device, //
@@ -96,6 +97,7 @@ use crate::{
             RSS_TYPE_UDP6,
             RXF_CSUM_BAD,
             RXF_CSUM_OK,
+            RXF_FLOW,
             RXF_TCP,
             TXF_CSUM_PARTIAL,
             TXF_TSO,
@@ -112,6 +114,7 @@ use crate::{
         Regs,
         VectorRegs, //
     },
+    qp_track::QpTrack,
     ring::Ring,
 };
 
@@ -1059,21 +1062,57 @@ impl Queues {
     /// after it: the entries go first, then the normal completions up to
     /// that index, and only once the entries are drained. Returns how many
     /// entries and completions it used.
+    ///
+    /// A flow moving to this queue pair from another (`qp_track.rs`) has
+    /// its entries here wait until the other one handed on its earlier
+    /// ones: the poll stops at the first such entry, and everything after
+    /// it waits with it; the poll then reports its whole budget used, so
+    /// that NAPI polls again.
     fn receive(&self, ctx: &mut NapiContext<'_>, budget: i32, r: &Regs<'_>) -> Result<i32> {
         let mut guard = self.rx.lock();
         let Some(rx) = &mut *guard else {
             return Ok(0);
         };
         let rx_prod = rx.rxcq.prod(r)?;
-        let mut done = self.receive_headers(ctx, rx, budget, r)?;
-        if done < budget {
-            done += self.receive_frames(ctx, rx, budget - done, r, rx_prod)?;
+        let (mut done, mut waits) = self.receive_headers(ctx, rx, budget, r)?;
+        if done < budget && !waits {
+            let (frames, frames_wait) = self.receive_frames(ctx, rx, budget - done, r, rx_prod)?;
+            done += frames;
+            waits = frames_wait;
         }
-        Ok(done)
+        // How far this queue pair handed its entries on: what a moving
+        // flow's fence waits for (`qp_track.rs`).
+        if let Some(t) = self.track() {
+            t.consumed(u32::from(self.qp), rx.hdr_cons, rx.cons);
+        }
+        Ok(if waits { budget } else { done })
+    }
+
+    /// The port's queue pairs' service (`qp_track.rs`).
+    fn track(&self) -> Option<&QpTrack> {
+        // CAST: u32 -> usize; `port < MAX_PORTS`, checked at probe.
+        self.control.ports.get(self.port as usize).map(|p| &p.qps)
+    }
+
+    /// The queue pair's RX vector interrupted this CPU (hard IRQ context):
+    /// attached flows whose application runs here come to this queue pair.
+    pub(crate) fn rx_interrupt(&self) {
+        if let Some(t) = self.track() {
+            t.interrupted(u32::from(self.qp), CpuId::current().as_u32());
+        }
+    }
+
+    /// Whether the entry of NIC flow `flow_index` must wait (see
+    /// [`Queues::receive`]).
+    fn must_wait(&self, flow_index: u32) -> bool {
+        self.control
+            .flow(flow_index)
+            .is_some_and(|f| !f.may_deliver(u32::from(self.qp)))
     }
 
     /// Receives up to `budget` frames of those completed before `prod`;
-    /// returns how many completions it used.
+    /// returns how many completions it used, and whether it stopped at one
+    /// that must wait.
     fn receive_frames(
         &self,
         ctx: &mut NapiContext<'_>,
@@ -1081,11 +1120,17 @@ impl Queues {
         budget: i32,
         r: &Regs<'_>,
         prod: u32,
-    ) -> Result<i32> {
+    ) -> Result<(i32, bool)> {
         dma_mb(Read);
         let mut done = 0;
+        let mut waits = false;
         while done < budget && rx.cons != prod {
             let c = RxCompletion::decode(&rx.rxcq.read(rx.cons)?);
+            // A frame of an attached flow the NIC handed to the normal path.
+            if c.flags & RXF_FLOW != 0 && self.must_wait(c.flow) {
+                waits = true;
+                break;
+            }
             self.deliver(ctx, rx, &c);
             rx.cons = rx.cons.wrapping_add(1);
             // The buffer just consumed is the one at the head of the RX queue
@@ -1099,21 +1144,22 @@ impl Queues {
             r.doorbell(regs::DB_RX)?;
             bump(&self.stats.prof.db_rx, 1);
         }
-        Ok(done)
+        Ok((done, waits))
     }
 
     /// Delivers up to `budget` header-queue entries (`hdrq.rs`); returns how
-    /// many it used.
+    /// many it used, and whether it stopped at one that must wait.
     fn receive_headers(
         &self,
         ctx: &mut NapiContext<'_>,
         rx: &mut RxRing,
         budget: i32,
         r: &Regs<'_>,
-    ) -> Result<i32> {
+    ) -> Result<(i32, bool)> {
         let prod = rx.hdrq.prod(r)?;
         dma_mb(Read);
         let mut done = 0;
+        let mut waits = false;
         // Never more than the ring holds: the index is the device's word.
         while done < budget
             && rx.hdr_cons != prod
@@ -1122,6 +1168,10 @@ impl Queues {
             let raw = rx.hdrq.read(rx.hdr_cons)?;
             let flow_index = u32::from_le_bytes([raw[4], raw[5], raw[6], raw[7]]);
             let res = match self.control.flow(flow_index) {
+                Some(flow) if !flow.may_deliver(u32::from(self.qp)) => {
+                    waits = true;
+                    break;
+                }
                 Some(flow) => flow.deliver_header(ctx, &raw, &self.zero),
                 None => Err(ENOENT),
             };
@@ -1144,7 +1194,7 @@ impl Queues {
             r.doorbell(regs::DB_REARM)?;
             bump(&self.stats.prof.db_rearm, 1);
         }
-        Ok(done)
+        Ok((done, waits))
     }
 
     /// Copies one received frame into an skb and hands it to GRO.
@@ -1195,7 +1245,13 @@ impl Queues {
                 bump(&self.stats.rx_csum_bad, 1);
             }
         }
-        ctx.gro_receive(skb);
+        if c.flags & RXF_FLOW != 0 {
+            // A frame of an attached flow goes to TCP in order with the
+            // flow's receipts, which bypass GRO (`hdrq.rs`).
+            ctx.receive_skb(skb);
+        } else {
+            ctx.gro_receive(skb);
+        }
     }
 }
 

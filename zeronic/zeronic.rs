@@ -34,6 +34,7 @@ mod port;
 mod port_ntuple;
 mod port_rss;
 mod port_stats;
+mod qp_track;
 mod queues;
 mod ring;
 mod uapi;

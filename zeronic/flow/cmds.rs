@@ -80,7 +80,7 @@ pub(crate) struct Deferred {
 }
 
 impl Deferred {
-    fn any(&self) -> bool {
+    pub(super) fn any(&self) -> bool {
         self.segs != 0 || self.ring_head || self.cursor || self.remove
     }
 
@@ -96,7 +96,7 @@ impl Deferred {
 
 /// Whether commands other than its removal may still name the flow's index:
 /// it is attached and no removal was asked for.
-fn owns_index(inner: &FlowInner) -> bool {
+pub(super) fn owns_index(inner: &FlowInner) -> bool {
     inner.phase == Phase::Attached && !inner.remove_wanted
 }
 
@@ -106,7 +106,7 @@ impl Flow {
     /// command). `awaited`: what its completion gives the flow (it then
     /// comes back to the flow, [`CmdDone`]); `done`: whether the completion
     /// comes back without (the removal).
-    fn give(
+    pub(super) fn give(
         self: &Arc<Self>,
         inner: &mut FlowInner,
         cmd: CmdEntry,
@@ -320,7 +320,7 @@ impl Flow {
     }
 
     /// This flow's `CMD_FLOW_UPDATE` of `flag` at `stream_off`.
-    fn update_cmd(&self, flag: u16, stream_off: u64) -> CmdEntry {
+    pub(super) fn update_cmd(&self, flag: u16, stream_off: u64) -> CmdEntry {
         FlowUpdate {
             flow: self.hw_index,
             flags: flag,

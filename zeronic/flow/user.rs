@@ -121,6 +121,9 @@ impl Flow {
         self.consume(&mut sk);
         let mut inner = self.inner.lock();
         self.report_ring(&mut inner);
+        drop(inner);
+        // The application is here: its flow's entries come here too.
+        self.follow_cpu();
         Ok(())
     }
 
