@@ -3,7 +3,7 @@
 //! normalised measurement a line; zn-perf's sweep documents
 //! `sweep-*.json`; `env.txt`) and the host's `DIR/model.txt`
 //! (bench-model), prints the tables (transports; message-size sweep fitted
-//! to T = L + S/B; loss sweep), writes `DIR/report.md` with the same tables
+//! to T = L + S/B; scaling over flows and queues; loss sweep), writes `DIR/report.md` with the same tables
 //! and three PNG plots (`sweep.png`, `loss.png`, `cpu.png`), and ends its
 //! output with `key=value` lines (`unavailable` where a figure is missing).
 //! See docs/performance.md.
@@ -28,6 +28,9 @@ struct Rec {
     lat_p50_us: Option<f64>,
     lat_p99_us: Option<f64>,
     lat_p999_us: Option<f64>,
+    /// The scale part's flows (zn-perf -P) and combined channels per port.
+    flows: Option<f64>,
+    queues: Option<f64>,
     /// The breakdown of a clean-wire zn-perf bulk run (section main).
     #[serde(flatten)]
     breakdown: BTreeMap<String, serde_json::Value>,
@@ -380,6 +383,101 @@ fn served_sweep_table(d: &Data) -> String {
     s
 }
 
+/// One (queues, flows) point of the scale part: its tcp and zeronic rows.
+struct ScalePoint<'a> {
+    queues: u64,
+    flows: u64,
+    tcp: Option<&'a Rec>,
+    zeronic: Option<&'a Rec>,
+}
+
+impl ScalePoint<'_> {
+    fn bw(r: Option<&Rec>) -> Option<f64> {
+        r.filter(|r| r.ok)?.bits_per_second
+    }
+    fn cpu(r: Option<&Rec>) -> Option<f64> {
+        r.filter(|r| r.ok)?.cpu_s_per_gib
+    }
+    /// Aggregate throughput, zeronic / tcp (above 1: the offload is faster).
+    fn bw_ratio(&self) -> Option<f64> {
+        ratio(Self::bw(self.zeronic), Self::bw(self.tcp))
+    }
+    /// CPU-s per GiB, zeronic / tcp (below 1: the offload costs less).
+    fn cpu_ratio(&self) -> Option<f64> {
+        ratio(Self::cpu(self.zeronic), Self::cpu(self.tcp))
+    }
+}
+
+/// Every (queues, flows) point the scale part recorded, in order.
+fn scale_points(d: &Data) -> Vec<ScalePoint<'_>> {
+    let key = |r: &Rec| Some((r.queues? as u64, r.flows? as u64));
+    let mut at: Vec<(u64, u64)> = d
+        .recs
+        .iter()
+        .filter(|r| r.section == "scale")
+        .filter_map(key)
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    let find = |t: &str, q: u64, p: u64| {
+        d.recs
+            .iter()
+            .find(|r| r.section == "scale" && r.transport == t && key(r) == Some((q, p)))
+    };
+    at.into_iter()
+        .map(|(queues, flows)| ScalePoint {
+            queues,
+            flows,
+            tcp: find("tcp", queues, flows),
+            zeronic: find("zeronic", queues, flows),
+        })
+        .collect()
+}
+
+/// The point the multiflow keys take: the largest flow count of the
+/// largest queue count measured.
+fn scale_top(d: &Data) -> Option<ScalePoint<'_>> {
+    scale_points(d).into_iter().next_back()
+}
+
+/// "Scaling: flows x queues" (empty without scale rows).
+fn scale_table(d: &Data) -> String {
+    let mut s = String::new();
+    let points = scale_points(d);
+    if points.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "| queues | flows | tcp MiB/s | zeronic MiB/s | zeronic/tcp | tcp CPU-s/GiB | zeronic CPU-s/GiB | zeronic/tcp CPU | note |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for p in &points {
+        let mut notes = Vec::new();
+        for (t, r) in [("tcp", p.tcp), ("zeronic", p.zeronic)] {
+            match r {
+                Some(r) if !r.ok => notes.push(format!("{t}: {}", r.note)),
+                None => notes.push(format!("{t}: not run")),
+                _ => {}
+            }
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            p.queues,
+            p.flows,
+            f(ScalePoint::bw(p.tcp).map(mib), 1),
+            f(ScalePoint::bw(p.zeronic).map(mib), 1),
+            f(p.bw_ratio(), 3),
+            f(ScalePoint::cpu(p.tcp), 2),
+            f(ScalePoint::cpu(p.zeronic), 2),
+            f(p.cpu_ratio(), 3),
+            notes.join("; ")
+        );
+    }
+    s
+}
+
 fn loss_table(d: &Data) -> String {
     let mut s = String::new();
     let _ = write!(s, "| loss % |");
@@ -459,6 +557,15 @@ fn keys(d: &Data) -> Vec<(&'static str, Option<f64>)> {
             d.ok("main", SERVED, 0.0)
                 .and_then(|r| r.breakdown.get("zc_placed_share"))
                 .and_then(serde_json::Value::as_f64),
+        ),
+        // The scale part, at its largest flow count of its most queues.
+        (
+            "multiflow_zeronic_vs_tcp",
+            scale_top(d).and_then(|p| p.bw_ratio()),
+        ),
+        (
+            "multiflow_cpu_zeronic_vs_tcp",
+            scale_top(d).and_then(|p| p.cpu_ratio()),
         ),
     ]
 }
@@ -682,6 +789,7 @@ pub fn run(dir: &Path, font: &Path) -> Result<()> {
     let main_t = main_table(&d);
     let sweep_t = sweep_table(&d);
     let served_t = served_sweep_table(&d);
+    let scale_t = scale_table(&d);
     let loss_t = loss_table(&d);
     let keys = keys(&d);
 
@@ -739,6 +847,14 @@ pub fn run(dir: &Path, font: &Path) -> Result<()> {
              served is faster) and CPU-s/GiB (below 1: served costs less).\n\n{served_t}"
         );
     }
+    if !scale_t.is_empty() {
+        let _ = writeln!(
+            md,
+            "## Scaling: flows × queues\n\nzn-perf -P flows, plain (`tcp`) and offloaded \
+             (`zeronic`), with both ports at the given number of combined channels; \
+             aggregate throughput of all flows, and CPU-s/GiB as in the other tables.\n\n{scale_t}"
+        );
+    }
     let _ = writeln!(md, "## Loss sweep\n\n{loss_t}\n![loss](loss.png)\n");
     let _ = writeln!(md, "## Figures\n\n```text");
     for (k, v) in &keys {
@@ -764,6 +880,10 @@ pub fn run(dir: &Path, font: &Path) -> Result<()> {
     if !served_t.is_empty() {
         println!("\n== Served by TCP ({SERVED}) against tcp, per size ==");
         print!("{served_t}");
+    }
+    if !scale_t.is_empty() {
+        println!("\n== Scaling: flows × queues (aggregate of all flows) ==");
+        print!("{scale_t}");
     }
     println!("\n== Loss sweep ==");
     print!("{loss_t}");
@@ -933,6 +1053,74 @@ mod tests {
         assert!(t.contains("| 64 | 0.1 | - | - | 100.00 | - | - |"), "{t}");
         d.sweeps.clear();
         assert_eq!(served_sweep_table(&d), "");
+    }
+
+    /// The scale part: 1 and 2 queues, 1, 8 and 64 flows (recorded in
+    /// bench-guest's order: per queue count, per flow count, tcp first).
+    const SCALE_RUN: &[&str] = &[
+        r#"{"section":"scale","transport":"tcp","loss":0,"ok":true,"note":"","bits_per_second":1e8,"cpu_s_per_gib":40.0,"msg_size":65536,"flows":1,"queues":1}"#,
+        r#"{"section":"scale","transport":"zeronic","loss":0,"ok":true,"note":"","bits_per_second":3e8,"cpu_s_per_gib":10.0,"msg_size":65536,"flows":1,"queues":1}"#,
+        r#"{"section":"scale","transport":"tcp","loss":0,"ok":true,"note":"","bits_per_second":2e8,"cpu_s_per_gib":40.0,"flows":64,"queues":1}"#,
+        r#"{"section":"scale","transport":"zeronic","loss":0,"ok":false,"note":"zn-perf failed: x","flows":64,"queues":1}"#,
+        r#"{"section":"scale","transport":"tcp","loss":0,"ok":true,"note":"","bits_per_second":1e8,"cpu_s_per_gib":45.0,"flows":8,"queues":2}"#,
+        r#"{"section":"scale","transport":"zeronic","loss":0,"ok":true,"note":"","bits_per_second":2e8,"cpu_s_per_gib":15.0,"flows":8,"queues":2}"#,
+        r#"{"section":"scale","transport":"tcp","loss":0,"ok":true,"note":"","bits_per_second":2e8,"cpu_s_per_gib":50.0,"flows":64,"queues":2}"#,
+        r#"{"section":"scale","transport":"zeronic","loss":0,"ok":true,"note":"","bits_per_second":5e8,"cpu_s_per_gib":20.0,"flows":64,"queues":2}"#,
+        // Not scale rows: the main tcp row has no flows or queues.
+        r#"{"section":"main","transport":"tcp","loss":0,"ok":true,"note":"","bits_per_second":9e8,"cpu_s_per_gib":1.0}"#,
+    ];
+
+    #[test]
+    fn scale_table_per_queues_and_flows() {
+        let d = data(SCALE_RUN);
+        let t = scale_table(&d);
+        let rows: Vec<&str> = t.lines().collect();
+        assert_eq!(rows.len(), 2 + 4, "{t}");
+        // In order of queues, then flows (64 after 8, as numbers).
+        assert_eq!(
+            rows[2],
+            "| 1 | 1 | 11.9 | 35.8 | 3.000 | 40.00 | 10.00 | 0.250 |  |"
+        );
+        assert_eq!(
+            rows[3],
+            "| 1 | 64 | 23.8 | - | - | 40.00 | - | - | zeronic: zn-perf failed: x |"
+        );
+        assert!(
+            rows[4].starts_with("| 2 | 8 | 11.9 | 23.8 | 2.000 |"),
+            "{t}"
+        );
+        assert_eq!(
+            rows[5],
+            "| 2 | 64 | 23.8 | 59.6 | 2.500 | 50.00 | 20.00 | 0.400 |  |"
+        );
+        assert_eq!(scale_table(&data(MAIN)), "");
+    }
+
+    #[test]
+    fn multiflow_keys_at_most_flows_of_most_queues() {
+        let k: BTreeMap<_, _> = keys(&data(SCALE_RUN)).into_iter().collect();
+        assert_eq!(k["multiflow_zeronic_vs_tcp"], Some(2.5));
+        assert_eq!(k["multiflow_cpu_zeronic_vs_tcp"], Some(0.4));
+        // That point's offload failed (or never ran): unavailable, not a
+        // ratio of another point.
+        let mut d = data(SCALE_RUN);
+        d.recs[7].ok = false;
+        let k: BTreeMap<_, _> = keys(&d).into_iter().collect();
+        assert_eq!(k["multiflow_zeronic_vs_tcp"], None);
+        assert_eq!(k["multiflow_cpu_zeronic_vs_tcp"], None);
+        d.recs.remove(7);
+        let t = scale_table(&d);
+        assert!(
+            t.contains("| 2 | 64 | 23.8 | - | - | 50.00 | - | - | zeronic: not run |"),
+            "{t}"
+        );
+        assert_eq!(
+            keys(&d).into_iter().collect::<BTreeMap<_, _>>()["multiflow_zeronic_vs_tcp"],
+            None
+        );
+        let k: BTreeMap<_, _> = keys(&data(MAIN)).into_iter().collect();
+        assert_eq!(k["multiflow_zeronic_vs_tcp"], None);
+        assert_eq!(k["multiflow_cpu_zeronic_vs_tcp"], None);
     }
 
     #[test]
