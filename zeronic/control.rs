@@ -187,6 +187,12 @@ pub(crate) struct ZcStats {
     pub(crate) tx_merged: Atomic<u64>,
     /// Sent bytes of zero-copy sends the CPU copied (region released).
     pub(crate) tx_copied: Atomic<u64>,
+    /// Moves of a flow's notify queue pair the NIC completed
+    /// (`flow/steer.rs`).
+    pub(crate) flow_moves: Atomic<u64>,
+    /// Polls that stopped at an entry of a moving flow, to wait for the
+    /// queue pair it left (`queues.rs`).
+    pub(crate) flow_move_waits: Atomic<u64>,
 }
 
 /// What the query ioctl reports about a port, kept current by the port.
@@ -220,6 +226,8 @@ impl PortSnapshot {
                 rx_copied: Atomic::new(0),
                 tx_merged: Atomic::new(0),
                 tx_copied: Atomic::new(0),
+                flow_moves: Atomic::new(0),
+                flow_move_waits: Atomic::new(0),
             },
             flows_allowed: Atomic::new(true),
             qps: QpTrack::new(),

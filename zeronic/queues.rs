@@ -76,7 +76,8 @@ use kernel::{
 use crate::{
     control::{
         Control,
-        NicMemory, //
+        NicMemory,
+        PortSnapshot, //
     },
     flow::tx::{
         SendWr,
@@ -1082,16 +1083,25 @@ impl Queues {
         }
         // How far this queue pair handed its entries on: what a moving
         // flow's fence waits for (`qp_track.rs`).
-        if let Some(t) = self.track() {
-            t.consumed(u32::from(self.qp), rx.hdr_cons, rx.cons);
+        if let Some(snap) = self.snapshot() {
+            snap.qps.consumed(u32::from(self.qp), rx.hdr_cons, rx.cons);
+            if waits {
+                snap.zc.flow_move_waits.add(1, Relaxed);
+            }
         }
         Ok(if waits { budget } else { done })
     }
 
+    /// The port's facts in the NIC layer: its queue pairs' service
+    /// (`qp_track.rs`) and zero-copy counters.
+    fn snapshot(&self) -> Option<&PortSnapshot> {
+        // CAST: u32 -> usize; `port < MAX_PORTS`, checked at probe.
+        self.control.ports.get(self.port as usize)
+    }
+
     /// The port's queue pairs' service (`qp_track.rs`).
     fn track(&self) -> Option<&QpTrack> {
-        // CAST: u32 -> usize; `port < MAX_PORTS`, checked at probe.
-        self.control.ports.get(self.port as usize).map(|p| &p.qps)
+        self.snapshot().map(|p| &p.qps)
     }
 
     /// The queue pair's RX vector interrupted this CPU (hard IRQ context):

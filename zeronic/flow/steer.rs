@@ -136,6 +136,7 @@ impl Flow {
             return;
         }
         self.queue.store(to, Relaxed);
+        snap.zc.flow_moves.add(1, Relaxed);
         match self.control.qp_mark(self.port, from) {
             Ok(m) => {
                 snap.qps.move_marked(ticket, &m);
