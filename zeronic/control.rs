@@ -193,6 +193,9 @@ pub(crate) struct ZcStats {
     /// Polls that stopped at an entry of a moving flow, to wait for the
     /// queue pair it left (`queues.rs`).
     pub(crate) flow_move_waits: Atomic<u64>,
+    /// Moves whose wait timed out, their entries handed on unfenced
+    /// (`flow/steer.rs`).
+    pub(crate) flow_move_timeouts: Atomic<u64>,
 }
 
 /// What the query ioctl reports about a port, kept current by the port.
@@ -228,6 +231,7 @@ impl PortSnapshot {
                 tx_copied: Atomic::new(0),
                 flow_moves: Atomic::new(0),
                 flow_move_waits: Atomic::new(0),
+                flow_move_timeouts: Atomic::new(0),
             },
             flows_allowed: Atomic::new(true),
             qps: QpTrack::new(),

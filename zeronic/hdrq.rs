@@ -301,7 +301,7 @@ fn deliver(
         // flow moving to another queue pair waits until this one's entries
         // were handed on (`flow/steer.rs`). A receipt is one entry of up
         // to 64 KiB the NIC already coalesced; GRO adds little to it.
-        ctx.receive_skb(skb);
+        ctx.gro_receive(skb);
         if last {
             break;
         }

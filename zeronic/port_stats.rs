@@ -64,7 +64,7 @@ const STATS: [(&CStr, usize); 28] = [
 
 /// The driver's own counters of the port's zero-copy flows, shown last
 /// (`control::ZcStats`).
-const ZC: [&CStr; 7] = [
+const ZC: [&CStr; 8] = [
     c"zc_flows",
     c"zc_rx_placed_bytes",
     c"zc_rx_copied_bytes",
@@ -72,6 +72,7 @@ const ZC: [&CStr; 7] = [
     c"zc_tx_copied_bytes",
     c"zc_flow_moves",
     c"zc_flow_move_waits",
+    c"zc_flow_move_timeouts",
 ];
 
 /// `(ethtool name, counter)` of the driver's per-queue counters shown:
@@ -244,6 +245,7 @@ pub(crate) fn read_zc(zc: &crate::control::ZcStats, values: &mut [u64]) {
         zc.tx_copied.load(Relaxed),
         zc.flow_moves.load(Relaxed),
         zc.flow_move_waits.load(Relaxed),
+        zc.flow_move_timeouts.load(Relaxed),
     ];
     let skip = STATS.len() + QUEUE_STATS.len() + OTHER_QUEUES.len();
     for (value, v) in values.iter_mut().skip(skip).zip(ours) {

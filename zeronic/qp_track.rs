@@ -12,7 +12,8 @@
 //! the poll: queue pair 0's TX vector schedules the same NAPI from wherever
 //! its own interrupt goes. Its NAPI notes, at the end of every poll, its
 //! header queue's and RX completion queue's consumer indices
-//! ([`QpTrack::consumed`]).
+//! ([`QpTrack::consumed`]): every entry below them was handed to GRO, which
+//! the core flushes into TCP as the poll returns.
 //!
 //! Moving a flow never reorders its entries: once the NIC completed the
 //! move (`FLOWU_QUEUE`), the old queue pair's producer indices bound every

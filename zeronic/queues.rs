@@ -1082,7 +1082,8 @@ impl Queues {
             waits = frames_wait;
         }
         // How far this queue pair handed its entries on: what a moving
-        // flow's fence waits for (`qp_track.rs`).
+        // flow's fence waits for (`qp_track.rs`). GRO holds the last of
+        // them only until the core flushes it as this poll returns.
         if let Some(snap) = self.snapshot() {
             snap.qps.consumed(u32::from(self.qp), rx.hdr_cons, rx.cons);
             if waits {
@@ -1112,14 +1113,6 @@ impl Queues {
         }
     }
 
-    /// Whether the entry of NIC flow `flow_index` must wait (see
-    /// [`Queues::receive`]).
-    fn must_wait(&self, flow_index: u32) -> bool {
-        self.control
-            .flow(flow_index)
-            .is_some_and(|f| !f.may_deliver(u32::from(self.qp)))
-    }
-
     /// Receives up to `budget` frames of those completed before `prod`;
     /// returns how many completions it used, and whether it stopped at one
     /// that must wait.
@@ -1137,7 +1130,12 @@ impl Queues {
         while done < budget && rx.cons != prod {
             let c = RxCompletion::decode(&rx.rxcq.read(rx.cons)?);
             // A frame of an attached flow the NIC handed to the normal path.
-            if c.flags & RXF_FLOW != 0 && self.must_wait(c.flow) {
+            if c.flags & RXF_FLOW != 0
+                && self
+                    .control
+                    .flow(c.flow)
+                    .is_some_and(|f| !f.may_deliver(u32::from(self.qp)))
+            {
                 waits = true;
                 break;
             }
@@ -1255,13 +1253,7 @@ impl Queues {
                 bump(&self.stats.rx_csum_bad, 1);
             }
         }
-        if c.flags & RXF_FLOW != 0 {
-            // A frame of an attached flow goes to TCP in order with the
-            // flow's receipts, which bypass GRO (`hdrq.rs`).
-            ctx.receive_skb(skb);
-        } else {
-            ctx.gro_receive(skb);
-        }
+        ctx.gro_receive(skb);
     }
 }
 

@@ -13,8 +13,10 @@
 //! wait ([`Flow::may_deliver`]); once the NIC completed the move, the old
 //! queue pair's producer indices mark where its entries of the flow end,
 //! and the new queue pair's wait until the old one's consumers passed that
-//! mark. So TCP gets the flow's entries in the
-//! NIC's order, as with one queue.
+//! mark. So TCP gets the flow's entries in the NIC's order, as with one
+//! queue. Each wait is bounded ([`MOVE_WAIT_MAX_MS`]): past it the flow's
+//! entries go on unfenced (a reordering TCP sorts out), so no stuck move
+//! can stop a queue pair and every flow on it.
 
 use kernel::{
     cpu::CpuId,
@@ -25,6 +27,10 @@ use kernel::{
             Release, //
         },
         Arc,
+    },
+    time::{
+        Instant,
+        Monotonic, //
     },
 };
 
@@ -48,18 +54,41 @@ use crate::{
     },
 };
 
+/// How long a flow's entries wait for a move at most (from the request
+/// for the NIC's answer, then from the answer for the old queue pair): a
+/// queue pair stopped for longer than a few interrupt intervals would cost
+/// every flow on it more than a reordering costs the one flow (TCP sorts
+/// it out). Counted in `zc_flow_move_timeouts` when it happens.
+const MOVE_WAIT_MAX_MS: i64 = 50;
+
 /// A move of a flow's notify queue pair, under [`Flow::inner`].
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(Clone, Copy, Default)]
 pub(crate) enum QpMove {
     /// None under way: entries are handed on wherever they arrive.
     #[default]
     Idle,
-    /// `FLOWU_QUEUE` to another queue pair is with the NIC; entries on any
-    /// queue pair but `from` wait. The flow holds the port's move slot.
-    Asked { from: u32, ticket: MoveTicket },
-    /// The NIC moved the flow; entries on any queue pair but `mark.qp`
-    /// wait until it handed on those below `mark`.
-    Fenced(Mark),
+    /// `FLOWU_QUEUE` to another queue pair is with the NIC (asked at
+    /// `since`); entries on any queue pair but `from` wait. The flow holds
+    /// the port's move slot.
+    Asked {
+        from: u32,
+        ticket: MoveTicket,
+        since: Instant<Monotonic>,
+    },
+    /// As `Asked`, but the wait timed out: entries are handed on wherever
+    /// they arrive; the NIC's answer ends the move and frees the slot.
+    Abandoned { ticket: MoveTicket },
+    /// The NIC moved the flow (answered at `since`); entries on any queue
+    /// pair but `mark.qp` wait until it handed on those below `mark`.
+    Fenced {
+        mark: Mark,
+        since: Instant<Monotonic>,
+    },
+}
+
+/// Whether a wait that began at `since` is over its bound.
+fn waited_too_long(since: &Instant<Monotonic>) -> bool {
+    since.elapsed().as_millis() > MOVE_WAIT_MAX_MS
 }
 
 impl Flow {
@@ -94,14 +123,18 @@ impl Flow {
         let mut inner = self.inner.lock();
         // Commands waiting for room go first, in order; a move can wait
         // for the next call.
-        if inner.qp_move != QpMove::Idle || !owns_index(&inner) || inner.deferred.any() {
+        if !matches!(inner.qp_move, QpMove::Idle) || !owns_index(&inner) || inner.deferred.any() {
             return;
         }
         // Another flow of the port is moving: later.
         let Some(ticket) = snap.qps.begin_move() else {
             return;
         };
-        inner.qp_move = QpMove::Asked { from, ticket };
+        inner.qp_move = QpMove::Asked {
+            from,
+            ticket,
+            since: Instant::now(),
+        };
         self.moving.store(true, Release);
         let cmd = self.update_cmd(FLOWU_QUEUE, u64::from(to));
         if !matches!(
@@ -123,12 +156,23 @@ impl Flow {
     /// The NIC completed the flow's `FLOWU_QUEUE` to queue pair `to`
     /// (completion context, `inner` held).
     pub(crate) fn queue_moved(&self, inner: &mut FlowInner, c: &CmdCompletion, to: u32) {
-        let QpMove::Asked { from, ticket } = inner.qp_move else {
-            return;
-        };
         // CAST: u32 -> usize; `port < MAX_PORTS`, checked at attach.
         let Some(snap) = self.control.ports.get(self.port as usize) else {
             return;
+        };
+        let (from, ticket) = match inner.qp_move {
+            QpMove::Asked { from, ticket, .. } => (from, ticket),
+            QpMove::Abandoned { ticket } => {
+                // Its entries went on unfenced already: no mark to wait for.
+                if c.status == status::ST_OK {
+                    self.queue.store(to, Relaxed);
+                    snap.zc.flow_moves.add(1, Relaxed);
+                }
+                snap.qps.end_move(ticket);
+                Self::move_done(inner, self);
+                return;
+            }
+            _ => return,
         };
         if c.status != status::ST_OK {
             snap.qps.end_move(ticket);
@@ -138,9 +182,12 @@ impl Flow {
         self.queue.store(to, Relaxed);
         snap.zc.flow_moves.add(1, Relaxed);
         match self.control.qp_mark(self.port, from) {
-            Ok(m) => {
-                snap.qps.move_marked(ticket, &m);
-                inner.qp_move = QpMove::Fenced(m);
+            Ok(mark) => {
+                snap.qps.move_marked(ticket, &mark);
+                inner.qp_move = QpMove::Fenced {
+                    mark,
+                    since: Instant::now(),
+                };
             }
             // The NIC is gone: no entry of it comes any more.
             Err(_) => {
@@ -156,22 +203,34 @@ impl Flow {
         if !self.moving.load(Acquire) {
             return true;
         }
+        // CAST: u32 -> usize; `port < MAX_PORTS`, checked at attach.
+        let Some(snap) = self.control.ports.get(self.port as usize) else {
+            return true;
+        };
         let mut inner = self.inner.lock();
         match inner.qp_move {
-            QpMove::Idle => true,
-            QpMove::Asked { from, .. } => qp == from,
-            QpMove::Fenced(m) if qp == m.qp => true,
-            QpMove::Fenced(m) => {
-                // CAST: u32 -> usize; `port < MAX_PORTS`, checked at attach.
-                let passed = self
-                    .control
-                    .ports
-                    .get(self.port as usize)
-                    .map_or(true, |p| p.qps.passed(&m));
-                if passed {
-                    Self::move_done(&mut inner, self);
+            QpMove::Idle | QpMove::Abandoned { .. } => true,
+            QpMove::Asked { from, .. } if qp == from => true,
+            QpMove::Asked { ticket, since, .. } => {
+                if !waited_too_long(&since) {
+                    return false;
                 }
-                passed
+                snap.zc.flow_move_timeouts.add(1, Relaxed);
+                inner.qp_move = QpMove::Abandoned { ticket };
+                true
+            }
+            QpMove::Fenced { mark, .. } if qp == mark.qp => true,
+            QpMove::Fenced { mark, since } => {
+                if snap.qps.passed(&mark) {
+                    Self::move_done(&mut inner, self);
+                    return true;
+                }
+                if !waited_too_long(&since) {
+                    return false;
+                }
+                snap.zc.flow_move_timeouts.add(1, Relaxed);
+                Self::move_done(&mut inner, self);
+                true
             }
         }
     }
