@@ -12,7 +12,10 @@
 # everything.
 
 ZN_NIC_BIN=$ZN_ROOT/target/release/zeronic-nic
-ZN_NIC_VECTORS=8
+# MSI-X vectors of the NIC (QEMU's and the model's, which must agree): 8
+# give each of two ports 2 queue pairs (docs/hardware.md: n per port need
+# 1 + ports x (n + 1)); ZN_NIC_VECTORS=12 gives them 4.
+ZN_NIC_VECTORS=${ZN_NIC_VECTORS:-8}
 NIC_WIRE=
 NIC_PID=
 NIC_DIR=
