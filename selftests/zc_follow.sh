@@ -2,8 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # An attached flow's notify queue pair follows its application's CPU
 # (docs/driver.md, "Notify queues follow the application"; hardware spec
-# §14; the module parameter follow_cpu=1), topology two-port with two or
-# more vCPUs. Side b's port serves two
+# §14), topology two-port with two or more vCPUs. Side b's port serves two
 # queue pairs whose interrupts are pinned to two different CPUs; a socket
 # attached by setsockopt(TCP_ULP) (served by TCP, zc_follow.py) is read by
 # a process pinned to the first CPU, then to the second, then to the first
@@ -27,17 +26,12 @@ PERF=$ZN_ROOT/target/release/zn-perf
 PHASE_BYTES=$((16 << 20))
 PORT=7201
 
-# Flows follow their application only with the module parameter
-# follow_cpu=1 (off by default, docs/driver.md): loaded with it here, and
-# loaded again without it at the end, the ports set up again, for what runs
-# after in the same guest.
-zn_unload && insmod "$ZN_KO" follow_cpu=1
+zn_load
 zn_net_start 7
 
 TMPD=$(mktemp -d)
 combined=$(zn_in b ethtool -l "$ZN_IF_B" | awk '/^Combined:/ {n = $2} END {print n}')
-trap 'zn_in b ethtool -L "$ZN_IF_B" combined "$combined" 2>/dev/null; rm -rf "$TMPD"
-	zn_unload && zn_load && zn_net_setup >/dev/null 2>&1' EXIT
+trap 'zn_in b ethtool -L "$ZN_IF_B" combined "$combined" 2>/dev/null; rm -rf "$TMPD"' EXIT
 ADDR_B=${ZN_ADDR_B%/*}
 BEFORE=$(zn_nic_use "$PERF")
 NCPU=$(nproc)

@@ -263,9 +263,6 @@ fn install_cmd(
 /// RX interrupt last came on the attaching task's CPU, where the
 /// application runs (`qp_track.rs`); queue pair 0 if none is.
 fn notify_queue(ctl: &Control, port: u32) -> u32 {
-    if !crate::flow::follows_cpu() {
-        return 0;
-    }
     // CAST: u32 -> usize; `port < MAX_PORTS`, from `port_of`.
     ctl.ports
         .get(port as usize)

@@ -120,7 +120,6 @@ pub(crate) mod tx;
 mod user;
 
 use cmds::Deferred;
-pub(crate) use steer::follows_cpu;
 use steer::QpMove;
 pub(crate) use tuple::Tuple;
 use tx::{

@@ -72,10 +72,6 @@ module! {
             default: 1,
             description: "0: ring the TX doorbell for every descriptor instead of once per xmit_more batch (docs/performance.md)",
         },
-        follow_cpu: u32 {
-            default: 0,
-            description: "1: attached flows follow their application's CPU to the queue pair interrupted there (docs/driver.md)",
-        },
     },
 }
 

@@ -86,13 +86,6 @@ pub(crate) enum QpMove {
     },
 }
 
-/// Whether flows follow their application's CPU: the `follow_cpu` module
-/// parameter, off by default (with it off every flow stays on queue pair
-/// 0, as before this file). Read at each attach and each check.
-pub(crate) fn follows_cpu() -> bool {
-    crate::module_parameters::follow_cpu.value() != 0
-}
-
 /// Whether a wait that began at `since` is over its bound.
 fn waited_too_long(since: &Instant<Monotonic>) -> bool {
     since.elapsed().as_millis() > MOVE_WAIT_MAX_MS
@@ -109,7 +102,7 @@ impl Flow {
     /// Process context, on the application's behalf; cheap when nothing
     /// changes (two relaxed loads).
     pub(crate) fn follow_cpu(self: &Arc<Self>) {
-        if !follows_cpu() || self.moving.load(Relaxed) {
+        if self.moving.load(Relaxed) {
             return;
         }
         // CAST: u32 -> usize; `port < MAX_PORTS`, checked at attach.
