@@ -263,9 +263,7 @@ fn install_cmd(
 /// RX interrupt last came on the attaching task's CPU, where the
 /// application runs (`qp_track.rs`); queue pair 0 if none is.
 fn notify_queue(ctl: &Control, port: u32) -> u32 {
-    // CAST: u32 -> usize; `port < MAX_PORTS`, from `port_of`.
-    ctl.ports
-        .get(port as usize)
+    ctl.port(port)
         .and_then(|p| p.qps.queue_on_cpu(CpuId::current().as_u32()))
         .unwrap_or(0)
 }

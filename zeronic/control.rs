@@ -549,8 +549,13 @@ impl Control {
 
     /// The zero-copy counters of `port` (of a flow of this NIC).
     pub(crate) fn zc(&self, port: u32) -> Option<&ZcStats> {
+        self.port(port).map(|p| &p.zc)
+    }
+
+    /// What this layer keeps of port `port`, if the NIC has it.
+    pub(crate) fn port(&self, port: u32) -> Option<&PortSnapshot> {
         // CAST: u32 -> usize is lossless.
-        self.ports.get(port as usize).map(|p| &p.zc)
+        self.ports.get(port as usize)
     }
 
     /// The flow the NIC calls `hw_index` (header queue). Any context.
@@ -711,8 +716,7 @@ impl Control {
     /// - `ENODEV` if the NIC is gone.
     /// - `EINVAL` if `port` or `k` is out of range.
     pub(crate) fn qp_mark(&self, port: u32, k: u32) -> Result<Mark> {
-        // CAST: u32 -> usize is lossless on every architecture Linux supports.
-        let snap = self.ports.get(port as usize).ok_or(EINVAL)?;
+        let snap = self.port(port).ok_or(EINVAL)?;
         snap.qps.mark(&self.regs, port, k)
     }
 

@@ -1096,8 +1096,7 @@ impl Queues {
     /// The port's facts in the NIC layer: its queue pairs' service
     /// (`qp_track.rs`) and zero-copy counters.
     fn snapshot(&self) -> Option<&PortSnapshot> {
-        // CAST: u32 -> usize; `port < MAX_PORTS`, checked at probe.
-        self.control.ports.get(self.port as usize)
+        self.control.port(self.port)
     }
 
     /// The port's queue pairs' service (`qp_track.rs`).

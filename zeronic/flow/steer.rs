@@ -105,8 +105,7 @@ impl Flow {
         if self.moving.load(Relaxed) {
             return;
         }
-        // CAST: u32 -> usize; `port < MAX_PORTS`, checked at attach.
-        let Some(snap) = self.control.ports.get(self.port as usize) else {
+        let Some(snap) = self.control.port(self.port) else {
             return;
         };
         let cpu = CpuId::current().as_u32();
@@ -156,8 +155,7 @@ impl Flow {
     /// The NIC completed the flow's `FLOWU_QUEUE` to queue pair `to`
     /// (completion context, `inner` held).
     pub(crate) fn queue_moved(&self, inner: &mut FlowInner, c: &CmdCompletion, to: u32) {
-        // CAST: u32 -> usize; `port < MAX_PORTS`, checked at attach.
-        let Some(snap) = self.control.ports.get(self.port as usize) else {
+        let Some(snap) = self.control.port(self.port) else {
             return;
         };
         let (from, ticket) = match inner.qp_move {
@@ -203,8 +201,7 @@ impl Flow {
         if !self.moving.load(Acquire) {
             return true;
         }
-        // CAST: u32 -> usize; `port < MAX_PORTS`, checked at attach.
-        let Some(snap) = self.control.ports.get(self.port as usize) else {
+        let Some(snap) = self.control.port(self.port) else {
             return true;
         };
         let mut inner = self.inner.lock();
