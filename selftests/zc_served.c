@@ -21,8 +21,12 @@
  * ZN_IF_A/B, ZN_WIRE).
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <grp.h>
+#include <linux/if_ether.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/if_packet.h>
 #include <linux/sockios.h>
 #include <linux/zeronic.h>
 
@@ -570,6 +575,237 @@ TEST(one_percent_loss)
 	EXPECT_EQ(0, system(cmd));
 	close(cli);
 	close(srv);
+}
+
+/* ---- Spare rings (docs/driver.md, "Spare rings") --------------------------- */
+
+/* A NIC-wide counter of the spare rings (the same on both ports). */
+static long long spare(const char *name)
+{
+	return stat_of('a', name);
+}
+
+/*
+ * Attaches connections, kept open in `held` (up to `max` sockets), while the
+ * NIC's spare rings are taken, so that the rings a case releases next find
+ * room. Stops when none is left or an attach took none (what is left still
+ * cools: a page of it is referenced elsewhere). Returns how many sockets it
+ * holds, or -1.
+ */
+static int drain_spares(int *held, int max)
+{
+	int n = 0;
+
+	while (spare("zc_ring_spares") > 0) {
+		long long r0 = spare("zc_ring_spare_reused");
+
+		if (n + 2 > max || connect_pair(&held[n], &held[n + 1]))
+			return -1;
+		n += 2;
+		if (ulp(held[n - 2]) || ulp(held[n - 1]))
+			return -1;
+		if (spare("zc_ring_spare_reused") == r0)
+			break;
+	}
+	return n;
+}
+
+/* Writes `n` bytes of side 0's pattern on `w` and reads them intact on `r`. */
+static int one_way(int w, int r, unsigned long long n)
+{
+	struct reader rd = { .s = r, .side = 0 };
+	pid_t pid = writer(w, 0, n);
+	int st = -1;
+
+	while (rd.got < n && !rd.bad && !rd.eof)
+		if (read_some(&rd))
+			break;
+	waitpid(pid, &st, 0);
+	return rd.got == n && !rd.bad && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/*
+ * A closed socket's ring is kept, charged to nobody, and a later attach
+ * takes it, zeroed: both ends' rings come back to the NIC's spares, the next
+ * connection's attaches reuse at least side a's (which received nothing;
+ * side b's may cool a moment longer, while TCP frees its last receipts on
+ * another CPU), and 8 MiB each way through the reused rings arrive intact,
+ * placed by the NIC. Closing gives every charge back.
+ */
+TEST(closed_rings_are_kept_and_reused)
+{
+	__u32 flows0 = flows_in_use();
+	__u64 pinned0 = pinned_pages();
+	int held[32], nheld, cli, srv, i;
+	long long kept0, reused0, spares0;
+	struct rx_where a0, b0;
+
+	nheld = drain_spares(held, 32);
+	ASSERT_LE(0, nheld) TH_LOG("attaching while spare rings are taken");
+	kept0 = spare("zc_ring_spare_kept");
+	spares0 = spare("zc_ring_spares");
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	ASSERT_EQ(0, ulp(cli));
+	ASSERT_EQ(0, ulp(srv));
+	ASSERT_EQ(0, one_way(cli, srv, 1 << 20));
+	close(cli);
+	close(srv);
+	for (i = 0; i < 50 && spare("zc_ring_spare_kept") < kept0 + 2; i++)
+		usleep(100000);
+	EXPECT_EQ(kept0 + 2, spare("zc_ring_spare_kept")) TH_LOG("both rings kept");
+	EXPECT_EQ(spares0 + 2, spare("zc_ring_spares"));
+	/* Side a's ring: its last references (the region's) go on a workqueue. */
+	usleep(200000);
+
+	reused0 = spare("zc_ring_spare_reused");
+	a0 = rx_where('a');
+	b0 = rx_where('b');
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	ASSERT_EQ(0, ulp(cli));
+	ASSERT_EQ(0, ulp(srv));
+	printf("# attaches that took a spare ring: %lld of 2\n", spare("zc_ring_spare_reused") - reused0);
+	EXPECT_LE(reused0 + 1, spare("zc_ring_spare_reused")) TH_LOG("an attach took a spare");
+	EXPECT_EQ(0, both_ways(cli, srv, 8ull << 20, 300)) TH_LOG("through reused rings");
+	EXPECT_TRUE(nic_carried('a', a0, 8ull << 20));
+	EXPECT_TRUE(nic_carried('b', b0, 8ull << 20));
+	close(cli);
+	close(srv);
+	for (i = 0; i < nheld; i++)
+		close(held[i]);
+	EXPECT_TRUE(back_to(flows0, pinned0)) TH_LOG("spare rings are pinned and charged to nobody");
+	EXPECT_LE(spare("zc_ring_spares"), param("ZN_SPARE_RINGS", 8));
+}
+
+/* A packet socket on side b's port, capturing all its frames, in b's namespace. */
+static int tap_b(void)
+{
+	int self = in_ns("ZN_NS_B"), s, big = 4 << 20;
+	struct sockaddr_ll ll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL) };
+
+	if (self < 0)
+		return -1;
+	ll.sll_ifindex = if_nametoindex(getenv("ZN_IF_B") ? getenv("ZN_IF_B") : "none");
+	s = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+	if (s >= 0 && (!ll.sll_ifindex || bind(s, (void *)&ll, sizeof(ll)) ||
+		       setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)))) {
+		close(s);
+		s = -1;
+	}
+	back_ns(self);
+	return s;
+}
+
+/*
+ * Of the frames `tap` captured, checks the TCP payload sent to port `dport`
+ * against side 0's pattern (stream offset = sequence number - the SYN's - 1).
+ * Returns the payload bytes checked, or -1 at the first wrong byte.
+ */
+static long long check_capture(int tap, unsigned short dport)
+{
+	static unsigned char f[1 << 17];
+	unsigned int isn = 0;
+	long long checked = 0;
+	int have_isn = 0;
+	ssize_t n;
+
+	while ((n = recv(tap, f, sizeof(f), MSG_DONTWAIT)) > 0) {
+		unsigned char *ip = f + 14, *tcp;
+		unsigned int seq, hl, ipl, i, data;
+		int v6 = ((f[12] << 8) | f[13]) == ETH_P_IPV6;
+
+		if (n < 14 + 40 || (!v6 && ((f[12] << 8) | f[13]) != ETH_P_IP))
+			continue;
+		if (v6) {
+			if (ip[6] != IPPROTO_TCP)
+				continue;
+			hl = 40;
+			ipl = 40 + ((ip[4] << 8) | ip[5]);
+		} else {
+			if (ip[9] != IPPROTO_TCP)
+				continue;
+			hl = (ip[0] & 15) * 4;
+			ipl = (ip[2] << 8) | ip[3];
+		}
+		if (14 + ipl > (unsigned int)n || ipl < hl + 20)
+			continue;
+		tcp = ip + hl;
+		if (((tcp[2] << 8) | tcp[3]) != dport)
+			continue;
+		seq = ((unsigned int)tcp[4] << 24) | (tcp[5] << 16) | (tcp[6] << 8) | tcp[7];
+		if (tcp[13] & 0x02) {	/* SYN */
+			isn = seq;
+			have_isn = 1;
+			continue;
+		}
+		data = hl + (tcp[12] >> 4) * 4;
+		if (!have_isn || data > ipl)
+			continue;
+		for (i = 0; i < ipl - data; i++) {
+			unsigned long long off = (unsigned int)(seq - isn - 1) + i;
+
+			if (tcp[data - hl + i] != pat(0, off)) {
+				printf("# captured byte %llu is %u, want %u\n", off,
+				       tcp[data - hl + i], pat(0, off));
+				return -1;
+			}
+		}
+		checked += ipl - data;
+	}
+	return checked;
+}
+
+/*
+ * A ring whose pages a socket buffer still references is not reused: here
+ * a packet socket holds clones of side b's receipts. What it captured stays
+ * what was received while the next connections attach, run and close, and
+ * b's ring cools meanwhile (the spare ring that is not ready).
+ */
+TEST(ring_referenced_by_a_packet_socket_is_not_reused)
+{
+	__u32 flows0 = flows_in_use();
+	__u64 pinned0 = pinned_pages();
+	int held[32], nheld, cli, srv, tap, i;
+	long long kept0, checked;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	unsigned short dport;
+
+	tap = tap_b();
+	ASSERT_LE(0, tap) TH_LOG("a packet socket on b's port: %s", strerror(errno));
+	nheld = drain_spares(held, 32);
+	ASSERT_LE(0, nheld);
+	kept0 = spare("zc_ring_spare_kept");
+	ASSERT_EQ(0, connect_pair(&cli, &srv));
+	ASSERT_EQ(0, getsockname(srv, (void *)&ss, &sl));
+	dport = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+					       : ((struct sockaddr_in *)&ss)->sin_port);
+	ASSERT_EQ(0, ulp(cli));
+	ASSERT_EQ(0, ulp(srv));
+	ASSERT_EQ(0, one_way(cli, srv, 256 << 10));
+	close(cli);
+	close(srv);
+	for (i = 0; i < 50 && spare("zc_ring_spare_kept") < kept0 + 2; i++)
+		usleep(100000);
+	EXPECT_EQ(kept0 + 2, spare("zc_ring_spare_kept"));
+
+	/* The next connections attach (taking what spare rings they may), run
+	 * and close. */
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, connect_pair(&cli, &srv));
+		ASSERT_EQ(0, ulp(cli));
+		ASSERT_EQ(0, ulp(srv));
+		EXPECT_EQ(0, both_ways(cli, srv, 2 << 20, 120));
+		close(cli);
+		close(srv);
+	}
+	EXPECT_LE(1, spare("zc_ring_spares_cooling")) TH_LOG("b's ring cools while the capture holds it");
+	checked = check_capture(tap, dport);
+	printf("# the packet socket's capture: %lld payload bytes checked\n", checked);
+	EXPECT_LT(0, checked) TH_LOG("the capture is what was received");
+	close(tap);
+	for (i = 0; i < nheld; i++)
+		close(held[i]);
+	EXPECT_TRUE(back_to(flows0, pinned0));
 }
 
 TEST_HARNESS_MAIN

@@ -86,6 +86,7 @@ use crate::{
         QpTrack, //
     },
     ring::Ring,
+    spare_rings::SpareRings,
 };
 
 /// The bounds of the `cmd_timeout_ms` module parameter: how long the NIC may
@@ -283,11 +284,9 @@ pub(crate) enum RegionPages {
     /// The application's pages, pinned (unpinned after unmapping).
     User(MappedPages<PinnedPages>),
     /// Pages the driver allocated (a socket's receive ring), and their charge
-    /// to the user's `locked_vm`, given back after the pages are unmapped.
-    Kernel(
-        MappedPages<KernelPages>,
-        #[expect(dead_code, reason = "held, to be dropped after the pages")] LockedCharge,
-    ),
+    /// to the user's `locked_vm`, given back after the pages are unmapped
+    /// (or when they become a spare ring, `mr.rs`).
+    Kernel(MappedPages<KernelPages>, LockedCharge),
 }
 
 impl RegionPages {
@@ -390,6 +389,9 @@ pub(crate) struct Control {
     pub(crate) pinned_pages: Atomic<u64>,
     /// Pages of held regions (in `pinned_pages`), pinned until a reset.
     pub(crate) held_pages: Atomic<u64>,
+    /// Receive rings kept for the next socket attached by `TCP_ULP`.
+    #[pin]
+    pub(crate) spares: SpareRings,
     /// The command queue.
     #[pin]
     cmdq: CmdQueue,
@@ -472,6 +474,7 @@ impl Control {
                 mr_in_use: Atomic::new(0),
                 pinned_pages: Atomic::new(0),
                 held_pages: Atomic::new(0),
+                spares <- SpareRings::new(),
                 cmdq <- cmdq,
                 flows <- new_spinlock_irq!(flows, "zeronic::control::flows"),
                 inner <- new_mutex!(Inner {
@@ -659,9 +662,13 @@ impl Control {
                 *nics = KVec::new();
             }
         }
-        let mut inner = self.inner.lock();
-        inner.state = State::Unbinding;
-        self.cmdq.close();
+        {
+            let mut inner = self.inner.lock();
+            inner.state = State::Unbinding;
+            self.cmdq.close();
+        }
+        // Not registered with the NIC: nothing to wait for.
+        drop(self.spares.close());
     }
 
     /// Records the outcome of the reset that follows [`Control::shut_down`]:

@@ -79,6 +79,14 @@ impl<T: Send + Sync + 'static> DropInProcess<T> {
     }
 }
 
+impl<T: Send + Sync + 'static> DropInProcess<T> {
+    /// The value, to change it before it is dropped.
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        // `value` is not structurally pinned: only the work item is.
+        (*self.0).as_mut().project().value
+    }
+}
+
 impl<T: Send + Sync + 'static> Deref for DropInProcess<T> {
     type Target = T;
 

@@ -205,6 +205,12 @@ impl Drop for MrUse {
     }
 }
 
+/// The pages of a kernel ring being registered: a NIC's spare ring, or new.
+enum RingPages {
+    Spare(MappedPages<KernelPages>),
+    New(KernelPages),
+}
+
 /// Validates the arguments of a registration request.
 fn check(len: u64, addr: u64, access: u32) -> Result {
     let known = uapi::ACCESS_LOCAL_READ | uapi::ACCESS_LOCAL_WRITE;
@@ -442,11 +448,21 @@ impl Mr {
         check(u64::try_from(ulen)?, 0, uapi::ACCESS_LOCAL_WRITE)?;
         let uid = current!().uid();
         let charge = LockedCharge::new(npages)?;
-        let pages = KernelPages::alloc(npages, GFP_KERNEL | __GFP_NOWARN)?;
-        let refs = DropInProcess::new(pages.page_refs()?)?;
+        // A spare ring is zeroed and mapped already (spare_rings.rs).
+        let pages = match control.spares.take(npages) {
+            Some(mapped) => RingPages::Spare(mapped),
+            None => RingPages::New(KernelPages::alloc(npages, GFP_KERNEL | __GFP_NOWARN)?),
+        };
+        let refs = DropInProcess::new(match &pages {
+            RingPages::Spare(mapped) => mapped.pages().page_refs()?,
+            RingPages::New(pages) => pages.page_refs()?,
+        })?;
         control.take_share(uid)?;
         let map = move |dev: &Device<Bound>| -> Result<RegionPages> {
-            let mapped = MappedPages::new(dev, pages, DataDirection::FromDevice)?;
+            let mapped = match pages {
+                RingPages::Spare(mapped) => mapped,
+                RingPages::New(pages) => MappedPages::new(dev, pages, DataDirection::FromDevice)?,
+            };
             Ok(RegionPages::Kernel(mapped, charge))
         };
         Self::complete(control, nic, uid, |control, held| {
@@ -571,12 +587,29 @@ impl Mr {
         // leaves this the only reference or drops the parked pages itself.
         if let Some(only) = Arc::into_unique_or_drop(shared) {
             let parked = only.parked.lock().take();
-            if let Some(p) = parked {
+            if let Some(mut p) = parked {
+                // A kernel ring may become a spare; what is left in `p` is
+                // given back now.
+                if let Some(pages) = p.get_mut().mapped.take() {
+                    p.get_mut().mapped = self.keep_spare(pages);
+                }
                 // Nothing else holds the pages: give them back before
                 // returning, as MR_DEREG promises.
                 p.drop_now();
             }
         }
+    }
+
+    /// Offers the pages of an invalidated region to the NIC's spare rings
+    /// (spare_rings.rs) if they are a kernel ring, their charge dropped:
+    /// spare rings are charged to nobody. Returns them if not offered.
+    fn keep_spare(&self, pages: RegionPages) -> Option<RegionPages> {
+        let RegionPages::Kernel(mapped, charge) = pages else {
+            return Some(pages);
+        };
+        drop(charge);
+        self.control.spares.offer(mapped);
+        None
     }
 }
 

@@ -720,7 +720,7 @@ impl NetDeviceOps for Port {
         }
         let qps = this.qps.iter().take(this.max_qp as usize);
         crate::port_stats::read_queues(qps.map(|q| &q.data().stats), values);
-        crate::port_stats::read_zc(&this.snapshot().zc, values);
+        crate::port_stats::read_zc(&this.snapshot().zc, &this.control.spares, values);
     }
 
     fn get_channels(_dev: &NetDevice, this: Pin<&Self>, channels: &mut Channels) {

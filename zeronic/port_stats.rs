@@ -27,7 +27,8 @@ use crate::{
         PortRegs,
         Regs, //
     },
-    queues::Stats, //
+    queues::Stats,
+    spare_rings::SpareRings, //
 };
 
 /// `(ethtool name, PSTAT_* slot)` of every counter shown.
@@ -63,8 +64,9 @@ const STATS: [(&CStr, usize); 28] = [
 ];
 
 /// The driver's own counters of the port's zero-copy flows, shown last
-/// (`control::ZcStats`).
-const ZC: [&CStr; 8] = [
+/// (`control::ZcStats`), then the NIC's spare rings (`spare_rings.rs`;
+/// NIC-wide: the same on each of its ports).
+const ZC: [&CStr; 13] = [
     c"zc_flows",
     c"zc_rx_placed_bytes",
     c"zc_rx_copied_bytes",
@@ -73,6 +75,11 @@ const ZC: [&CStr; 8] = [
     c"zc_flow_moves",
     c"zc_flow_move_waits",
     c"zc_flow_move_timeouts",
+    c"zc_ring_spares",
+    c"zc_ring_spares_cooling",
+    c"zc_ring_spare_reused",
+    c"zc_ring_spare_kept",
+    c"zc_ring_spare_evicted",
 ];
 
 /// `(ethtool name, counter)` of the driver's per-queue counters shown:
@@ -235,8 +242,9 @@ pub(crate) fn hw(r: &Regs<'_>, port: u32, slot: usize) -> u64 {
         .unwrap_or(0)
 }
 
-/// Writes the driver's zero-copy counters into the values after the queues'.
-pub(crate) fn read_zc(zc: &crate::control::ZcStats, values: &mut [u64]) {
+/// Writes the driver's zero-copy counters, and the NIC's spare rings', into
+/// the values after the queues'.
+pub(crate) fn read_zc(zc: &crate::control::ZcStats, spares: &SpareRings, values: &mut [u64]) {
     let ours = [
         zc.flows.load(Relaxed),
         zc.rx_placed.load(Relaxed),
@@ -246,6 +254,11 @@ pub(crate) fn read_zc(zc: &crate::control::ZcStats, values: &mut [u64]) {
         zc.flow_moves.load(Relaxed),
         zc.flow_move_waits.load(Relaxed),
         zc.flow_move_timeouts.load(Relaxed),
+        u64::from(spares.count()),
+        u64::from(spares.cooling()),
+        spares.reused.load(Relaxed),
+        spares.kept.load(Relaxed),
+        spares.evicted.load(Relaxed),
     ];
     let skip = STATS.len() + QUEUE_STATS.len() + OTHER_QUEUES.len();
     for (value, v) in values.iter_mut().skip(skip).zip(ours) {

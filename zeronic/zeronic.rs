@@ -37,6 +37,7 @@ mod port_stats;
 mod qp_track;
 mod queues;
 mod ring;
+mod spare_rings;
 mod uapi;
 
 /// Driver version. `module!` below repeats it (the macro takes literals only);
@@ -67,6 +68,10 @@ module! {
         ring_kib: u32 {
             default: 4096,
             description: "KiB of the receive ring of a socket attached by setsockopt(TCP_ULP) (a power of two, 64..65536; docs/uapi.md)",
+        },
+        spare_rings: u32 {
+            default: 8,
+            description: "receive rings of closed TCP_ULP sockets each NIC keeps, zeroed, for the next attach (0..64; docs/driver.md)",
         },
         tx_batch: u32 {
             default: 1,
@@ -101,6 +106,7 @@ impl kernel::InPlaceModule for ZeroNic {
             _: {
                 control::check_params()?;
                 attach::check_params()?;
+                spare_rings::check_params()?;
             },
             ulp: kernel::net::tcp::ulp::Registration::register(&attach::ULP_OPS)?,
             control <- cdev::register(),
