@@ -80,6 +80,9 @@ enum Cmd {
     /// ib_send_lat's client output: round-trip lat_*_us= (twice perftest's
     /// one-way figures) and msg_size=.
     PerftestLat { txt: PathBuf },
+    /// zn-perf attach's document (the attach part): connect_p50_us=
+    /// attach_p50_us= attach_p90_us= close_p50_us= rounds=.
+    ZnAttach { json: PathBuf },
     /// The ab part's run: "MiB/s CPU-s/GiB bytes" of a zn-perf document.
     AbRun { json: PathBuf },
     /// The ab part's table and key=value lines from its runs file.
@@ -124,6 +127,7 @@ fn guest(cmd: Cmd) -> Result<String> {
         } => breakdown::words(&before, &after, &zn_perf::load(&json)?)?,
         Cmd::PerftestBw { txt, cpu, window } => perftest::bw(&txt, &cpu, &window)?,
         Cmd::PerftestLat { txt } => perftest::lat(&txt)?,
+        Cmd::ZnAttach { json } => zn_perf::attach(&read(&json)?)?,
         Cmd::AbRun { json } => zn_perf::ab_run(&zn_perf::load(&json)?)?,
         Cmd::AbTable { runs } => ab::table(&read(&runs)?)?,
         Cmd::BusyRow {

@@ -175,6 +175,13 @@ impl Data {
     fn fit_l(&self, transport: &str) -> Option<f64> {
         self.sweeps.get(transport)?.fit.map(|f| f.0)
     }
+    /// A figure of the attach part (`new`: spare rings off, `spare`: on).
+    fn attach(&self, transport: &str, key: &str) -> Option<f64> {
+        self.ok("attach", transport, 0.0)?
+            .breakdown
+            .get(key)?
+            .as_f64()
+    }
     fn loss_bw(&self, transport: &str, loss: f64) -> Option<f64> {
         self.ok("loss", transport, loss)?.bits_per_second
     }
@@ -478,6 +485,48 @@ fn scale_table(d: &Data) -> String {
     s
 }
 
+/// The attach part's rows (`new`, `spare`), what the p50s are (empty
+/// without attach rows).
+const ATTACH_ROWS: &[(&str, &str)] = &[
+    (
+        "new",
+        "spare_rings=0: every attach allocates, zeroes and maps its ring",
+    ),
+    (
+        "spare",
+        "spare rings on (the default): an attach takes a closed socket's ring",
+    ),
+];
+
+/// "Attaching a connection": microseconds per step, p50 (attach also p90).
+fn attach_table(d: &Data) -> String {
+    let mut s = String::new();
+    if !d.recs.iter().any(|r| r.section == "attach") {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "| rings | connect p50 us | attach p50 us | attach p90 us | close p50 us | note |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+    for (t, what) in ATTACH_ROWS {
+        let note = match d.get("attach", t, 0.0) {
+            Some(r) if !r.ok => format!("failed: {}", r.note),
+            None => "not run".into(),
+            _ => (*what).into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {t} | {} | {} | {} | {} | {note} |",
+            f(d.attach(t, "connect_p50_us"), 0),
+            f(d.attach(t, "attach_p50_us"), 0),
+            f(d.attach(t, "attach_p90_us"), 0),
+            f(d.attach(t, "close_p50_us"), 0),
+        );
+    }
+    s
+}
+
 fn loss_table(d: &Data) -> String {
     let mut s = String::new();
     let _ = write!(s, "| loss % |");
@@ -566,6 +615,22 @@ fn keys(d: &Data) -> Vec<(&'static str, Option<f64>)> {
         (
             "multiflow_cpu_zeronic_vs_tcp",
             scale_top(d).and_then(|p| p.cpu_ratio()),
+        ),
+        // The attach part: an attach with spare rings against one without,
+        // and against the connect it follows (p50s).
+        (
+            "attach_spare_vs_new",
+            ratio(
+                d.attach("spare", "attach_p50_us"),
+                d.attach("new", "attach_p50_us"),
+            ),
+        ),
+        (
+            "attach_vs_connect",
+            ratio(
+                d.attach("spare", "attach_p50_us"),
+                d.attach("spare", "connect_p50_us"),
+            ),
         ),
     ]
 }
@@ -855,6 +920,15 @@ pub fn run(dir: &Path, font: &Path) -> Result<()> {
              aggregate throughput of all flows, and CPU-s/GiB as in the other tables.\n\n{scale_t}"
         );
     }
+    let attach_t = attach_table(&d);
+    if !attach_t.is_empty() {
+        let _ = writeln!(
+            md,
+            "## Attaching a connection\n\nzn-perf attach: short connections opened, \
+             attached at both ends by setsockopt(TCP_ULP, \"zeronic\") and closed; \
+             microseconds per step (attach: either end).\n\n{attach_t}"
+        );
+    }
     let _ = writeln!(md, "## Loss sweep\n\n{loss_t}\n![loss](loss.png)\n");
     let _ = writeln!(md, "## Figures\n\n```text");
     for (k, v) in &keys {
@@ -884,6 +958,10 @@ pub fn run(dir: &Path, font: &Path) -> Result<()> {
     if !scale_t.is_empty() {
         println!("\n== Scaling: flows × queues (aggregate of all flows) ==");
         print!("{scale_t}");
+    }
+    if !attach_t.is_empty() {
+        println!("\n== Attaching a connection (zn-perf attach, microseconds) ==");
+        print!("{attach_t}");
     }
     println!("\n== Loss sweep ==");
     print!("{loss_t}");
@@ -1053,6 +1131,39 @@ mod tests {
         assert!(t.contains("| 64 | 0.1 | - | - | 100.00 | - | - |"), "{t}");
         d.sweeps.clear();
         assert_eq!(served_sweep_table(&d), "");
+    }
+
+    /// The attach part: spare rings off, then on.
+    const ATTACH_RUN: &[&str] = &[
+        r#"{"section":"attach","transport":"new","loss":0,"ok":true,"note":"","connect_p50_us":900,"attach_p50_us":12000,"attach_p90_us":15000,"close_p50_us":4000,"rounds":100}"#,
+        r#"{"section":"attach","transport":"spare","loss":0,"ok":true,"note":"","connect_p50_us":1000,"attach_p50_us":3000,"attach_p90_us":5000,"close_p50_us":5000,"rounds":100}"#,
+    ];
+
+    #[test]
+    fn attach_table_and_keys() {
+        let d = data(ATTACH_RUN);
+        let t = attach_table(&d);
+        let rows: Vec<&str> = t.lines().collect();
+        assert_eq!(rows.len(), 4, "{t}");
+        assert!(
+            rows[2].starts_with("| new | 900 | 12000 | 15000 | 4000 | spare_rings=0"),
+            "{t}"
+        );
+        assert!(
+            rows[3].starts_with("| spare | 1000 | 3000 | 5000 | 5000 | spare rings on"),
+            "{t}"
+        );
+        let k: BTreeMap<_, _> = keys(&d).into_iter().collect();
+        assert_eq!(k["attach_spare_vs_new"], Some(0.25));
+        assert_eq!(k["attach_vs_connect"], Some(3.0));
+        // A failed run: its row says so, and no ratio uses it.
+        let mut d = d;
+        d.recs[0].ok = false;
+        d.recs[0].note = "module reload failed".into();
+        assert!(attach_table(&d).contains("| new | - | - | - | - | failed: module reload failed |"));
+        let k: BTreeMap<_, _> = keys(&d).into_iter().collect();
+        assert_eq!(k["attach_spare_vs_new"], None);
+        assert_eq!(attach_table(&data(MAIN)), "");
     }
 
     /// The scale part: 1 and 2 queues, 1, 8 and 64 flows (recorded in

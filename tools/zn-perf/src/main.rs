@@ -7,6 +7,7 @@
 //!                [-t SECS | -n BYTES] [--verify [--hash xxh64|sha256]] [-R | --bidir] [--latency [-i ITERS]] [--json]
 //! zn-perf query [--nic N] [--json]
 //! zn-perf digest [--hash xxh64|sha256] [--seed N] [-P FLOWS] -n BYTES[,BYTES...]
+//! zn-perf attach ADDR [--server-ns NS] [--client-ns NS] [-n ROUNDS] [--json]
 //! ```
 //!
 //! Each end chooses its own data path (`--mode`, `--rx`), so an offloaded
@@ -19,6 +20,7 @@
 //! (perftest-style columns) or, with `--json`, one JSON document
 //! (`report::Document`). See `tools/zn-perf/README.md`.
 
+mod attach;
 mod cpu;
 mod engine;
 mod icount;
@@ -94,6 +96,27 @@ enum Cmd {
     /// instructions), or N string copies (--rep-movsb BYTES), to check
     /// the soak method.
     Spin(SpinArgs),
+    /// Time connecting, attaching (setsockopt TCP_ULP "zeronic" at both
+    /// ends) and closing short connections, in one process.
+    Attach(AttachArgs),
+}
+
+#[derive(Args, Debug)]
+struct AttachArgs {
+    /// The listener's address (a ZeroNIC port's).
+    addr: IpAddr,
+    /// Network namespace (under /run/netns) of the listener.
+    #[arg(long)]
+    server_ns: Option<String>,
+    /// Network namespace of the connecting end.
+    #[arg(long)]
+    client_ns: Option<String>,
+    /// Connections to open, attach and close.
+    #[arg(short = 'n', long, default_value_t = 100)]
+    rounds: u32,
+    /// One JSON object (every round's microseconds and the percentiles).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -283,6 +306,7 @@ fn main() -> ExitCode {
         Cmd::Digest(a) => digest(&a),
         Cmd::Soak => icount::soak().map(|()| ExitCode::SUCCESS),
         Cmd::Spin(a) => icount::spin(a.n, a.rep_movsb).map(|()| ExitCode::SUCCESS),
+        Cmd::Attach(a) => attach_cmd(&a),
     };
     match r {
         Ok(code) => code,
@@ -291,6 +315,52 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn attach_cmd(a: &AttachArgs) -> Result<ExitCode> {
+    let t = attach::run(&attach::AttachOpts {
+        // An empty name is this process's own namespace.
+        server_ns: a.server_ns.clone().filter(|n| !n.is_empty()),
+        client_ns: a.client_ns.clone().filter(|n| !n.is_empty()),
+        addr: a.addr,
+        rounds: a.rounds,
+    })?;
+    let pct = |v: &[u64]| {
+        serde_json::json!({
+            "p10": attach::percentile(v, 10),
+            "p50": attach::percentile(v, 50),
+            "p90": attach::percentile(v, 90),
+        })
+    };
+    if a.json {
+        let v = serde_json::json!({
+            "rounds": a.rounds,
+            "connect_us": pct(&t.connect_us),
+            "attach_us": pct(&t.attach_us),
+            "close_us": pct(&t.close_us),
+            "samples": t,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).context("encoding the JSON output")?
+        );
+    } else {
+        println!("{:<10} {:>10} {:>10} {:>10}", "us", "p10", "p50", "p90");
+        for (name, v) in [
+            ("connect", &t.connect_us),
+            ("attach", &t.attach_us),
+            ("close", &t.close_us),
+        ] {
+            println!(
+                "{:<10} {:>10} {:>10} {:>10}",
+                name,
+                attach::percentile(v, 10),
+                attach::percentile(v, 50),
+                attach::percentile(v, 90)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_doc(doc: &Document) -> Result<()> {

@@ -141,6 +141,27 @@ pub fn icount_cpu(d: &Doc) -> Result<String> {
     ))
 }
 
+/// A `zn-perf attach --json` document: the p50 of its steps and the p90 of
+/// the attach, in microseconds, as `key=value` words.
+pub fn attach(text: &str) -> Result<String> {
+    let v: serde_json::Value = serde_json::from_str(text).context("parsing zn-perf attach")?;
+    let get = |step: &str, p: &str| {
+        v[step][p]
+            .as_u64()
+            .with_context(|| format!("no {step}.{p} in zn-perf attach's document"))
+    };
+    Ok(format!(
+        "connect_p50_us={} attach_p50_us={} attach_p90_us={} close_p50_us={} rounds={}\n",
+        get("connect_us", "p50")?,
+        get("attach_us", "p50")?,
+        get("attach_us", "p90")?,
+        get("close_us", "p50")?,
+        v["rounds"]
+            .as_u64()
+            .context("no rounds in zn-perf attach's document")?
+    ))
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -199,5 +220,17 @@ pub(crate) mod tests {
         // ab_run's python failed on the null (and printed "- - -").
         assert!(ab_run(&d).is_err());
         assert!(lat(&Doc::parse(BULK).unwrap()).is_err());
+    }
+
+    #[test]
+    fn attach_document_gives_its_percentiles() {
+        let doc = r#"{"rounds": 3, "connect_us": {"p10": 1, "p50": 900, "p90": 3},
+            "attach_us": {"p10": 4, "p50": 2500, "p90": 4100}, "close_us": {"p10": 7, "p50": 1800, "p90": 9},
+            "samples": {"connect_us": [], "attach_us": [], "close_us": []}}"#;
+        assert_eq!(
+            attach(doc).unwrap(),
+            "connect_p50_us=900 attach_p50_us=2500 attach_p90_us=4100 close_p50_us=1800 rounds=3\n"
+        );
+        assert!(attach(r#"{"rounds": 3}"#).is_err());
     }
 }
