@@ -390,8 +390,7 @@ pub(crate) struct Control {
     /// Pages of held regions (in `pinned_pages`), pinned until a reset.
     pub(crate) held_pages: Atomic<u64>,
     /// Receive rings kept for the next socket attached by `TCP_ULP`.
-    #[pin]
-    pub(crate) spares: SpareRings,
+    pub(crate) spares: Arc<SpareRings>,
     /// The command queue.
     #[pin]
     cmdq: CmdQueue,
@@ -450,7 +449,7 @@ impl Control {
     ///
     /// # Errors
     ///
-    /// - `ENOMEM` if the command queue, the flow table or the `Control` cannot be allocated.
+    /// - `ENOMEM` if the command queue, the flow table, the spare rings or the `Control` cannot be allocated.
     pub(crate) fn new(
         pdev: &pci::Device<Bound>,
         regs: Arc<NicRegs>,
@@ -474,7 +473,7 @@ impl Control {
                 mr_in_use: Atomic::new(0),
                 pinned_pages: Atomic::new(0),
                 held_pages: Atomic::new(0),
-                spares <- SpareRings::new(),
+                spares: SpareRings::new()?,
                 cmdq <- cmdq,
                 flows <- new_spinlock_irq!(flows, "zeronic::control::flows"),
                 inner <- new_mutex!(Inner {

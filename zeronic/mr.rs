@@ -84,6 +84,7 @@ use crate::{
         },
         status,
     },
+    spare_rings::SpareRings,
     uapi,
 };
 
@@ -608,7 +609,7 @@ impl Mr {
             return Some(pages);
         };
         drop(charge);
-        self.control.spares.offer(mapped);
+        SpareRings::offer(&self.control.spares, mapped);
         None
     }
 }

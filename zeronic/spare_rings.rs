@@ -26,14 +26,26 @@ use kernel::{
         MappedPages,
         SZ_4K, //
     },
+    impl_has_work,
     new_mutex,
-    prelude::*,
+    new_work,
+    prelude::*, //
     sync::{
         atomic::{
             Atomic,
             Relaxed, //
         },
-        Mutex,
+        Arc,
+        Mutex, //
+    },
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
+    workqueue::{
+        self,
+        Work,
+        WorkItem, //
     },
 };
 
@@ -77,17 +89,35 @@ struct Lists {
     ready: KVec<RingPages>,
     /// Released, perhaps still referenced; zeroed once they are not.
     cooling: KVec<RingPages>,
+    /// Taken from `cooling` by the readier, being zeroed outside the lock:
+    /// still counted against the limit.
+    zeroing: usize,
 }
 
 impl Lists {
     fn len(&self) -> usize {
-        self.ready.len() + self.cooling.len()
+        self.ready.len() + self.cooling.len() + self.zeroing
+    }
+
+    /// Rings not ready yet: cooling, or being zeroed by the readier.
+    fn not_ready(&self) -> usize {
+        self.cooling.len() + self.zeroing
     }
 }
+
+/// How many times the readier looks again at rings that still cool: 10 ms
+/// after its first look, then twice as long each time (about 2.5 s in all);
+/// after that the next release starts it again.
+const READY_TRIES: u32 = 8;
 
 /// A NIC's spare rings, and what happened to them.
 #[pin_data]
 pub(crate) struct SpareRings {
+    /// Readies cooled rings on the system workqueue, off the paths of
+    /// attach and close. It sleeps between its looks, so the module's exit,
+    /// which flushes the queue, waits for it (for at most about 2.5 s).
+    #[pin]
+    readier: Work<SpareRings>,
     /// `None` once the NIC is being unbound (nothing is kept then).
     #[pin]
     lists: Mutex<Option<Lists>>,
@@ -104,13 +134,46 @@ pub(crate) struct SpareRings {
     pub(crate) evicted: Atomic<u64>,
 }
 
+impl_has_work! {
+    impl HasWork<Self> for SpareRings { self.readier }
+}
+
+impl WorkItem for SpareRings {
+    type Pointer = Arc<SpareRings>;
+
+    fn run(this: Arc<SpareRings>) {
+        // A released ring's region lets go of its page references on this
+        // workqueue just after the release queued this: look a moment later.
+        let mut wait_ms = 2;
+        for _ in 0..=READY_TRIES {
+            fsleep(Delta::from_millis(wait_ms));
+            while this.ready_one() {}
+            if this.cooling() == 0 {
+                return;
+            }
+            wait_ms = if wait_ms < 10 { 10 } else { wait_ms * 2 };
+        }
+    }
+}
+
 impl SpareRings {
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(Self {
+    /// A NIC's spare rings, none yet.
+    ///
+    /// # Errors
+    ///
+    /// - `ENOMEM` if they cannot be allocated.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(Self::init(), GFP_KERNEL)
+    }
+
+    fn init() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            readier <- new_work!("zeronic::spare_rings::readier"),
             lists <- new_mutex!(
                 Some(Lists {
                     ready: KVec::new(),
                     cooling: KVec::new(),
+                    zeroing: 0,
                 }),
                 "zeronic::spare_rings::lists"
             ),
@@ -119,7 +182,7 @@ impl SpareRings {
             reused: Atomic::new(0),
             kept: Atomic::new(0),
             evicted: Atomic::new(0),
-        })
+        }? Error)
     }
 
     /// Rings kept now, ready or cooling.
@@ -135,17 +198,17 @@ impl SpareRings {
     fn recount(&self, l: &Lists) {
         // CAST: both at most SPARE_RINGS_MAX.
         self.count.store(l.len() as u32, Relaxed);
-        self.cooling.store(l.cooling.len() as u32, Relaxed);
+        self.cooling.store(l.not_ready() as u32, Relaxed);
     }
 
     /// Keeps `ring`, released after the NIC confirmed its region
     /// invalidated, to cool; frees it if there is no room (making room
-    /// first from a cooling ring still referenced elsewhere). Then readies
-    /// one cooled ring, if any. Process context.
-    pub(crate) fn offer(&self, ring: RingPages) {
+    /// first from a cooling ring still referenced elsewhere). The readier
+    /// zeroes it once nobody else references it. Process context.
+    pub(crate) fn offer(this: &Arc<Self>, ring: RingPages) {
         let mut evicted = None;
         let refused = {
-            let mut lists = self.lists.lock();
+            let mut lists = this.lists.lock();
             match Option::as_mut(&mut *lists) {
                 None => Some(ring),
                 Some(l) => {
@@ -160,43 +223,56 @@ impl SpareRings {
                         Some(ring)
                     };
                     if refused.is_none() {
-                        self.kept.add(1, Relaxed);
+                        this.kept.add(1, Relaxed);
                     }
-                    self.recount(l);
+                    this.recount(l);
                     refused
                 }
             }
         };
         if evicted.is_some() {
-            self.evicted.add(1, Relaxed);
+            this.evicted.add(1, Relaxed);
         }
         // Unmapped, then the pages given back, outside the lock.
         drop(evicted);
         drop(refused);
-        self.ready_one();
+        // Already queued: that run will see this ring.
+        let _ = workqueue::system().enqueue(this.clone());
     }
 
     /// Zeroes one cooling ring that nobody else references any more and
-    /// makes it ready.
-    fn ready_one(&self) {
-        let Some(ring) = self.take_cooled(None) else {
-            return;
+    /// makes it ready; whether there was one.
+    fn ready_one(&self) -> bool {
+        let Some(ring) = self.take_cooled(None, true) else {
+            return false;
         };
-        if zero(&ring).is_err() {
-            return;
-        }
-        let mut lists = self.lists.lock();
-        if let Some(l) = Option::as_mut(&mut *lists) {
-            if l.ready.reserve(1, GFP_KERNEL).is_ok() {
-                let _ = l.ready.push_within_capacity(ring);
+        // Out of memory for the references to write through: freed.
+        let zeroed = zero(&ring).ok().map(|()| ring);
+        let refused = {
+            let mut lists = self.lists.lock();
+            match Option::as_mut(&mut *lists) {
+                // The NIC is being unbound: freed.
+                None => zeroed,
+                Some(l) => {
+                    l.zeroing = l.zeroing.saturating_sub(1);
+                    let refused = match zeroed {
+                        Some(r) if l.ready.reserve(1, GFP_KERNEL).is_ok() => {
+                            l.ready.push_within_capacity(r).err().map(|e| e.0)
+                        }
+                        other => other,
+                    };
+                    self.recount(l);
+                    refused
+                }
             }
-            self.recount(l);
-        }
+        };
+        drop(refused);
+        true
     }
 
     /// Takes a cooling ring (of `npages` pages, if given) whose pages
-    /// nobody else references.
-    fn take_cooled(&self, npages: Option<usize>) -> Option<RingPages> {
+    /// nobody else references; counted as being zeroed if `to_ready`.
+    fn take_cooled(&self, npages: Option<usize>, to_ready: bool) -> Option<RingPages> {
         let mut lists = self.lists.lock();
         let l = Option::as_mut(&mut *lists)?;
         let at = l.cooling.iter().position(|r| {
@@ -207,6 +283,9 @@ impl SpareRings {
             fits && r.pages().max_ref_count() == 1
         })?;
         let ring = l.cooling.remove(at).ok();
+        if ring.is_some() && to_ready {
+            l.zeroing += 1;
+        }
         self.recount(l);
         ring
     }
@@ -228,7 +307,7 @@ impl SpareRings {
         let ring = match ready {
             Some(r) => r,
             None => {
-                let r = self.take_cooled(Some(npages))?;
+                let r = self.take_cooled(Some(npages), false)?;
                 zero(&r).ok()?;
                 r
             }
