@@ -667,7 +667,7 @@ impl Control {
             self.cmdq.close();
         }
         // Not registered with the NIC: nothing to wait for.
-        drop(self.spares.close());
+        self.spares.close();
     }
 
     /// Records the outcome of the reset that follows [`Control::shut_down`]:

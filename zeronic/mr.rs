@@ -449,8 +449,9 @@ impl Mr {
         check(u64::try_from(ulen)?, 0, uapi::ACCESS_LOCAL_WRITE)?;
         let uid = current!().uid();
         let charge = LockedCharge::new(npages)?;
-        // A spare ring is zeroed and mapped already (spare_rings.rs).
-        let pages = match control.spares.take(npages) {
+        // A spare ring is mapped already, and zeroed unless it served this
+        // user's own sockets (spare_rings.rs).
+        let pages = match control.spares.take(npages, uid) {
             Some(mapped) => RingPages::Spare(mapped),
             None => RingPages::New(KernelPages::alloc(npages, GFP_KERNEL | __GFP_NOWARN)?),
         };
@@ -564,7 +565,8 @@ impl Mr {
     /// (pin and charges) now if nothing else holds their references, else
     /// when the last holder of `shared` lets go. Process context.
     fn give_back(&self, region: Region, shared: Option<Arc<MrShared>>) {
-        self.control.free_entry(region.uid);
+        let uid = region.uid;
+        self.control.free_entry(uid);
         let parked = Parked {
             control: self.control.clone(),
             mapped: Some(region.mapped),
@@ -592,7 +594,7 @@ impl Mr {
                 // A kernel ring may become a spare; what is left in `p` is
                 // given back now.
                 if let Some(pages) = p.get_mut().mapped.take() {
-                    p.get_mut().mapped = self.keep_spare(pages);
+                    p.get_mut().mapped = self.keep_spare(pages, uid);
                 }
                 // Nothing else holds the pages: give them back before
                 // returning, as MR_DEREG promises.
@@ -604,12 +606,12 @@ impl Mr {
     /// Offers the pages of an invalidated region to the NIC's spare rings
     /// (spare_rings.rs) if they are a kernel ring, their charge dropped:
     /// spare rings are charged to nobody. Returns them if not offered.
-    fn keep_spare(&self, pages: RegionPages) -> Option<RegionPages> {
+    fn keep_spare(&self, pages: RegionPages, uid: kernel::task::Kuid) -> Option<RegionPages> {
         let RegionPages::Kernel(mapped, charge) = pages else {
             return Some(pages);
         };
         drop(charge);
-        SpareRings::offer(&self.control.spares, mapped);
+        SpareRings::offer(&self.control.spares, mapped, uid);
         None
     }
 }

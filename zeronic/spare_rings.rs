@@ -18,7 +18,10 @@
 //! received. Only once the ring's own reference is the only one left
 //! (`KernelPages::max_ref_count()`; nobody can take a new one, as the flow is
 //! gone) is it **zeroed**, so that nothing of one connection's stream is left
-//! for the next, and ready. See docs/driver.md, "Spare rings".
+//! for the next, and ready. An attach that finds no ready ring may take a
+//! cooled one unzeroed only if it served a socket of the same user: a ring
+//! never goes to another user with a byte of someone else's stream in it.
+//! See docs/driver.md, "Spare rings".
 
 use kernel::{
     dma::pages::{
@@ -38,6 +41,7 @@ use kernel::{
         Arc,
         Mutex, //
     },
+    task::Kuid,
     time::{
         delay::fsleep,
         Delta, //
@@ -83,12 +87,18 @@ static ZEROS: [u8; SZ_4K] = [0; SZ_4K];
 /// A ring's pages, mapped for the NIC.
 type RingPages = MappedPages<KernelPages>;
 
+/// A released ring and the user whose socket it served.
+struct Cooling {
+    ring: RingPages,
+    uid: Kuid,
+}
+
 /// The rings, by state.
 struct Lists {
     /// Zeroed, referenced by nobody else: taken first.
     ready: KVec<RingPages>,
     /// Released, perhaps still referenced; zeroed once they are not.
-    cooling: KVec<RingPages>,
+    cooling: KVec<Cooling>,
     /// Taken from `cooling` by the readier, being zeroed outside the lock:
     /// still counted against the limit.
     zeroing: usize,
@@ -202,10 +212,10 @@ impl SpareRings {
     }
 
     /// Keeps `ring`, released after the NIC confirmed its region
-    /// invalidated, to cool; frees it if there is no room (making room
+    /// invalidated, the ring of a socket of user `uid`, to cool; frees it if there is no room (making room
     /// first from a cooling ring still referenced elsewhere). The readier
     /// zeroes it once nobody else references it. Process context.
-    pub(crate) fn offer(this: &Arc<Self>, ring: RingPages) {
+    pub(crate) fn offer(this: &Arc<Self>, ring: RingPages, uid: Kuid) {
         let mut evicted = None;
         let refused = {
             let mut lists = this.lists.lock();
@@ -213,12 +223,18 @@ impl SpareRings {
                 None => Some(ring),
                 Some(l) => {
                     if l.len() >= limit() {
-                        let busy = l.cooling.iter().position(|r| r.pages().max_ref_count() > 1);
+                        let busy = l
+                            .cooling
+                            .iter()
+                            .position(|c| c.ring.pages().max_ref_count() > 1);
                         evicted = busy.and_then(|i| l.cooling.remove(i).ok());
                     }
                     let kept = l.len() < limit() && l.cooling.reserve(1, GFP_KERNEL).is_ok();
                     let refused = if kept {
-                        l.cooling.push_within_capacity(ring).err().map(|e| e.0)
+                        l.cooling
+                            .push_within_capacity(Cooling { ring, uid })
+                            .err()
+                            .map(|e| e.0.ring)
                     } else {
                         Some(ring)
                     };
@@ -243,7 +259,7 @@ impl SpareRings {
     /// Zeroes one cooling ring that nobody else references any more and
     /// makes it ready; whether there was one.
     fn ready_one(&self) -> bool {
-        let Some(ring) = self.take_cooled(None, true) else {
+        let Some((ring, _)) = self.take_cooled(None, true) else {
             return false;
         };
         // Out of memory for the references to write through: freed.
@@ -270,19 +286,30 @@ impl SpareRings {
         true
     }
 
-    /// Takes a cooling ring (of `npages` pages, if given) whose pages
-    /// nobody else references; counted as being zeroed if `to_ready`.
-    fn take_cooled(&self, npages: Option<usize>, to_ready: bool) -> Option<RingPages> {
+    /// Takes a cooling ring whose pages nobody else references: of
+    /// `npages` pages and, first, of user `uid`, if given (with whether it
+    /// was that user's); counted as being zeroed if `to_ready`.
+    fn take_cooled(
+        &self,
+        want: Option<(usize, Kuid)>,
+        to_ready: bool,
+    ) -> Option<(RingPages, bool)> {
         let mut lists = self.lists.lock();
         let l = Option::as_mut(&mut *lists)?;
-        let at = l.cooling.iter().position(|r| {
-            let fits = match npages {
-                Some(n) => r.pages().page_count() == n,
-                None => true,
-            };
-            fits && r.pages().max_ref_count() == 1
-        })?;
-        let ring = l.cooling.remove(at).ok();
+        let free = |c: &Cooling| match want {
+            Some((n, _)) => c.ring.pages().page_count() == n,
+            None => true,
+        } && c.ring.pages().max_ref_count() == 1;
+        let same = |c: &Cooling| want.is_some_and(|(_, uid)| c.uid == uid);
+        let at = l
+            .cooling
+            .iter()
+            .position(|c| same(c) && free(c))
+            .or_else(|| l.cooling.iter().position(free))?;
+        let ring = l.cooling.remove(at).ok().map(|c| {
+            let was = same(&c);
+            (c.ring, was)
+        });
         if ring.is_some() && to_ready {
             l.zeroing += 1;
         }
@@ -290,9 +317,11 @@ impl SpareRings {
         ring
     }
 
-    /// A zeroed ring of `npages` pages that nobody else references, if one
-    /// is kept: a ready one, else a cooled one zeroed now.
-    pub(crate) fn take(&self, npages: usize) -> Option<RingPages> {
+    /// A ring of `npages` pages that nobody else references, for a socket
+    /// of user `uid`, if one is kept: a ready one (zeroed), else a cooled one
+    /// of `uid`'s own sockets as they left it (only bytes `uid`'s sockets
+    /// received), else another cooled one zeroed now.
+    pub(crate) fn take(&self, npages: usize, uid: Kuid) -> Option<RingPages> {
         let ready = {
             let mut lists = self.lists.lock();
             let l = Option::as_mut(&mut *lists)?;
@@ -307,8 +336,10 @@ impl SpareRings {
         let ring = match ready {
             Some(r) => r,
             None => {
-                let r = self.take_cooled(Some(npages), false)?;
-                zero(&r).ok()?;
+                let (r, own) = self.take_cooled(Some((npages, uid)), false)?;
+                if !own {
+                    zero(&r).ok()?;
+                }
                 r
             }
         };
@@ -316,13 +347,13 @@ impl SpareRings {
         Some(ring)
     }
 
-    /// Keeps nothing from now on, and hands over the rings kept (the caller
-    /// drops them outside the lock).
-    pub(crate) fn close(&self) -> Option<(KVec<RingPages>, KVec<RingPages>)> {
+    /// Keeps nothing from now on, and frees the rings kept (after the
+    /// lock is dropped: unmapping may sleep). Process context.
+    pub(crate) fn close(&self) {
         let lists = self.lists.lock().take();
         self.count.store(0, Relaxed);
         self.cooling.store(0, Relaxed);
-        lists.map(|l| (l.ready, l.cooling))
+        drop(lists);
     }
 }
 
