@@ -71,7 +71,7 @@ module! {
         },
         spare_rings: u32 {
             default: 8,
-            description: "receive rings of closed TCP_ULP sockets each NIC keeps, zeroed, for the next attach (0..64; docs/driver.md)",
+            description: "receive rings of closed TCP_ULP sockets each NIC keeps for the next attach, zeroed for another user (0..64; docs/driver.md)",
         },
         tx_batch: u32 {
             default: 1,
