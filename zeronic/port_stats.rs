@@ -245,6 +245,7 @@ pub(crate) fn hw(r: &Regs<'_>, port: u32, slot: usize) -> u64 {
 /// Writes the driver's zero-copy counters, and the NIC's spare rings', into
 /// the values after the queues'.
 pub(crate) fn read_zc(zc: &crate::control::ZcStats, spares: &SpareRings, values: &mut [u64]) {
+    let spare_counts = spares.counts();
     let ours = [
         zc.flows.load(Relaxed),
         zc.rx_placed.load(Relaxed),
@@ -254,8 +255,9 @@ pub(crate) fn read_zc(zc: &crate::control::ZcStats, spares: &SpareRings, values:
         zc.flow_moves.load(Relaxed),
         zc.flow_move_waits.load(Relaxed),
         zc.flow_move_timeouts.load(Relaxed),
-        u64::from(spares.count()),
-        u64::from(spares.cooling()),
+        // CAST: usize -> u64 is lossless on every architecture Linux supports.
+        spare_counts.0 as u64,
+        spare_counts.1 as u64,
         spares.reused.load(Relaxed),
         spares.kept.load(Relaxed),
         spares.evicted.load(Relaxed),

@@ -87,6 +87,14 @@ static ZEROS: [u8; SZ_4K] = [0; SZ_4K];
 /// A ring's pages, mapped for the NIC.
 type RingPages = MappedPages<KernelPages>;
 
+/// Pushes `v` onto `list` if memory allows; gives it back if not.
+fn push<T>(list: &mut KVec<T>, v: T) -> Option<T> {
+    if list.reserve(1, GFP_KERNEL).is_err() {
+        return Some(v);
+    }
+    list.push_within_capacity(v).err().map(|e| e.0)
+}
+
 /// A released ring and the user whose socket it served.
 struct Cooling {
     ring: RingPages,
@@ -131,10 +139,6 @@ pub(crate) struct SpareRings {
     /// `None` once the NIC is being unbound (nothing is kept then).
     #[pin]
     lists: Mutex<Option<Lists>>,
-    /// Rings kept now, ready or cooling (read without the lock).
-    count: Atomic<u32>,
-    /// Of those, the cooling ones.
-    cooling: Atomic<u32>,
     /// Attaches that took a spare ring instead of allocating one.
     pub(crate) reused: Atomic<u64>,
     /// Released rings kept.
@@ -158,7 +162,7 @@ impl WorkItem for SpareRings {
         for _ in 0..=READY_TRIES {
             fsleep(Delta::from_millis(wait_ms));
             while this.ready_one() {}
-            if this.cooling() == 0 {
+            if this.counts().1 == 0 {
                 return;
             }
             wait_ms = if wait_ms < 10 { 10 } else { wait_ms * 2 };
@@ -187,34 +191,26 @@ impl SpareRings {
                 }),
                 "zeronic::spare_rings::lists"
             ),
-            count: Atomic::new(0),
-            cooling: Atomic::new(0),
             reused: Atomic::new(0),
             kept: Atomic::new(0),
             evicted: Atomic::new(0),
         }? Error)
     }
 
-    /// Rings kept now, ready or cooling.
-    pub(crate) fn count(&self) -> u32 {
-        self.count.load(Relaxed)
+    /// Rings kept now, ready or not, and of those the ones not ready yet
+    /// (cooling, or being zeroed). Process context.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        self.lists
+            .lock()
+            .as_ref()
+            .map_or((0, 0), |l| (l.len(), l.not_ready()))
     }
 
-    /// Of [`SpareRings::count`], the rings still cooling.
-    pub(crate) fn cooling(&self) -> u32 {
-        self.cooling.load(Relaxed)
-    }
-
-    fn recount(&self, l: &Lists) {
-        // CAST: both at most SPARE_RINGS_MAX.
-        self.count.store(l.len() as u32, Relaxed);
-        self.cooling.store(l.not_ready() as u32, Relaxed);
-    }
-
-    /// Keeps `ring`, released after the NIC confirmed its region
-    /// invalidated, the ring of a socket of user `uid`, to cool; frees it if there is no room (making room
-    /// first from a cooling ring still referenced elsewhere). The readier
-    /// zeroes it once nobody else references it. Process context.
+    /// Keeps `ring`, the ring of a socket of user `uid` released after the
+    /// NIC confirmed its region invalidated, to cool; frees it if there is
+    /// no room (making room first from a cooling ring still referenced
+    /// elsewhere). The readier zeroes it once nobody else references it.
+    /// Process context.
     pub(crate) fn offer(this: &Arc<Self>, ring: RingPages, uid: Kuid) {
         let mut evicted = None;
         let refused = {
@@ -229,19 +225,14 @@ impl SpareRings {
                             .position(|c| c.ring.pages().max_ref_count() > 1);
                         evicted = busy.and_then(|i| l.cooling.remove(i).ok());
                     }
-                    let kept = l.len() < limit() && l.cooling.reserve(1, GFP_KERNEL).is_ok();
-                    let refused = if kept {
-                        l.cooling
-                            .push_within_capacity(Cooling { ring, uid })
-                            .err()
-                            .map(|e| e.0.ring)
+                    let refused = if l.len() < limit() {
+                        push(&mut l.cooling, Cooling { ring, uid }).map(|c| c.ring)
                     } else {
                         Some(ring)
                     };
                     if refused.is_none() {
                         this.kept.add(1, Relaxed);
                     }
-                    this.recount(l);
                     refused
                 }
             }
@@ -271,14 +262,7 @@ impl SpareRings {
                 None => zeroed,
                 Some(l) => {
                     l.zeroing = l.zeroing.saturating_sub(1);
-                    let refused = match zeroed {
-                        Some(r) if l.ready.reserve(1, GFP_KERNEL).is_ok() => {
-                            l.ready.push_within_capacity(r).err().map(|e| e.0)
-                        }
-                        other => other,
-                    };
-                    self.recount(l);
-                    refused
+                    zeroed.and_then(|r| push(&mut l.ready, r))
                 }
             }
         };
@@ -313,7 +297,6 @@ impl SpareRings {
         if ring.is_some() && to_ready {
             l.zeroing += 1;
         }
-        self.recount(l);
         ring
     }
 
@@ -329,9 +312,7 @@ impl SpareRings {
                 .ready
                 .iter()
                 .position(|r| r.pages().page_count() == npages);
-            let ring = at.and_then(|i| l.ready.remove(i).ok());
-            self.recount(l);
-            ring
+            at.and_then(|i| l.ready.remove(i).ok())
         };
         let ring = match ready {
             Some(r) => r,
@@ -351,8 +332,6 @@ impl SpareRings {
     /// lock is dropped: unmapping may sleep). Process context.
     pub(crate) fn close(&self) {
         let lists = self.lists.lock().take();
-        self.count.store(0, Relaxed);
-        self.cooling.store(0, Relaxed);
         drop(lists);
     }
 }
