@@ -11,6 +11,7 @@
 //! spare rings save (docs/driver.md, "Spare rings"; `scripts/bench-guest`'s
 //! `attach` part).
 
+use crate::report::nearest_rank;
 use anyhow::{ensure, Context, Result};
 use nix::sched::{setns, CloneFlags};
 use nix::sys::socket::{setsockopt, sockopt};
@@ -113,15 +114,27 @@ pub fn run(o: &AttachOpts) -> Result<AttachTimes> {
     Ok(t)
 }
 
-/// The `p`-th percentile (0..=100) of `v`, nearest rank; 0 if empty.
-pub fn percentile(v: &[u64], p: u32) -> u64 {
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    if s.is_empty() {
-        return 0;
+/// The 10th, 50th and 90th percentiles of a step's samples, microseconds
+/// (nearest rank; 0 without samples).
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Spread {
+    pub p10: u64,
+    pub p50: u64,
+    pub p90: u64,
+}
+
+impl Spread {
+    /// Of `samples`, in any order.
+    pub fn of(samples: &[u64]) -> Self {
+        let mut s = samples.to_vec();
+        s.sort_unstable();
+        let at = |p| nearest_rank(&s, p).unwrap_or(0);
+        Self {
+            p10: at(10.0),
+            p50: at(50.0),
+            p90: at(90.0),
+        }
     }
-    let rank = (s.len() * p as usize).div_ceil(100).max(1);
-    s[rank.min(s.len()) - 1]
 }
 
 #[cfg(test)]
@@ -129,12 +142,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_are_nearest_rank() {
-        let v = [5, 1, 4, 2, 3];
-        assert_eq!(percentile(&v, 50), 3);
-        assert_eq!(percentile(&v, 0), 1);
-        assert_eq!(percentile(&v, 100), 5);
-        assert_eq!(percentile(&v, 90), 5);
-        assert_eq!(percentile(&[], 50), 0);
+    fn spread_is_nearest_rank() {
+        assert_eq!(
+            Spread::of(&[5, 1, 4, 2, 3]),
+            Spread {
+                p10: 1,
+                p50: 3,
+                p90: 5
+            }
+        );
+        assert_eq!(
+            Spread::of(&[]),
+            Spread {
+                p10: 0,
+                p50: 0,
+                p90: 0
+            }
+        );
     }
 }

@@ -325,39 +325,25 @@ fn attach_cmd(a: &AttachArgs) -> Result<ExitCode> {
         addr: a.addr,
         rounds: a.rounds,
     })?;
-    let pct = |v: &[u64]| {
-        serde_json::json!({
-            "p10": attach::percentile(v, 10),
-            "p50": attach::percentile(v, 50),
-            "p90": attach::percentile(v, 90),
-        })
-    };
+    let steps = [
+        ("connect", attach::Spread::of(&t.connect_us)),
+        ("attach", attach::Spread::of(&t.attach_us)),
+        ("close", attach::Spread::of(&t.close_us)),
+    ];
     if a.json {
-        let v = serde_json::json!({
-            "rounds": a.rounds,
-            "connect_us": pct(&t.connect_us),
-            "attach_us": pct(&t.attach_us),
-            "close_us": pct(&t.close_us),
-            "samples": t,
-        });
+        let mut v = serde_json::json!({ "rounds": a.rounds });
+        for (name, spread) in &steps {
+            v[format!("{name}_us")] = serde_json::to_value(spread).context("encoding a spread")?;
+        }
+        v["samples"] = serde_json::to_value(&t).context("encoding the samples")?;
         println!(
             "{}",
             serde_json::to_string_pretty(&v).context("encoding the JSON output")?
         );
     } else {
         println!("{:<10} {:>10} {:>10} {:>10}", "us", "p10", "p50", "p90");
-        for (name, v) in [
-            ("connect", &t.connect_us),
-            ("attach", &t.attach_us),
-            ("close", &t.close_us),
-        ] {
-            println!(
-                "{:<10} {:>10} {:>10} {:>10}",
-                name,
-                attach::percentile(v, 10),
-                attach::percentile(v, 50),
-                attach::percentile(v, 90)
-            );
+        for (name, s) in &steps {
+            println!("{:<10} {:>10} {:>10} {:>10}", name, s.p10, s.p50, s.p90);
         }
     }
     Ok(ExitCode::SUCCESS)

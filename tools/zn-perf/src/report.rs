@@ -179,6 +179,15 @@ pub struct Percentiles {
     pub stdev: f64,
 }
 
+/// The nearest-rank `p`-th percentile (0..=100) of `sorted` (ascending);
+/// `None` if it is empty.
+pub fn nearest_rank<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
+    let n = sorted.len();
+    // (The epsilon keeps 99.9% of 1000 at rank 999, not 1000.)
+    let r = (p * n as f64 / 100.0 - 1e-9).ceil() as usize;
+    sorted.get(r.clamp(1, n.max(1)) - 1).copied()
+}
+
 impl Percentiles {
     /// Statistics of `samples` (any order; nearest-rank percentiles).
     pub fn of(samples: &mut [f64]) -> Self {
@@ -187,11 +196,7 @@ impl Percentiles {
         }
         samples.sort_by(f64::total_cmp);
         let n = samples.len();
-        let rank = |p: f64| {
-            // (The epsilon keeps 99.9% of 1000 at rank 999, not 1000.)
-            let r = (p * n as f64 / 100.0 - 1e-9).ceil() as usize;
-            samples[r.clamp(1, n) - 1]
-        };
+        let rank = |p: f64| nearest_rank(samples, p).unwrap_or(0.0);
         let avg = samples.iter().sum::<f64>() / n as f64;
         let var = samples.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
         Self {
