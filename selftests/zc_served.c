@@ -595,6 +595,16 @@ static long long spare(const char *name)
 	return stat_of('a', name);
 }
 
+/* Waits up to 5 s for spare counter `name` to reach `want`; its value then. */
+static long long spare_reaches(const char *name, long long want)
+{
+	int i;
+
+	for (i = 0; i < 50 && spare(name) < want; i++)
+		usleep(100000);
+	return spare(name);
+}
+
 /*
  * Attaches connections, kept open in `held` (up to `max` sockets), while the
  * NIC's spare rings are taken, so that the rings a case releases next find
@@ -660,9 +670,7 @@ TEST_F_TIMEOUT(move, closed_rings_are_kept_and_reused, 330)
 	ASSERT_EQ(0, one_way(cli, srv, 1 << 20));
 	close(cli);
 	close(srv);
-	for (i = 0; i < 50 && spare("zc_ring_spare_kept") < kept0 + 2; i++)
-		usleep(100000);
-	EXPECT_EQ(kept0 + 2, spare("zc_ring_spare_kept")) TH_LOG("both rings kept");
+	EXPECT_EQ(kept0 + 2, spare_reaches("zc_ring_spare_kept", kept0 + 2)) TH_LOG("both rings kept");
 	EXPECT_EQ(spares0 + 2, spare("zc_ring_spares"));
 	/* Side a's ring: its last references (the region's) go on a workqueue. */
 	usleep(200000);
@@ -794,9 +802,7 @@ TEST_F_TIMEOUT(move, ring_referenced_by_a_packet_socket_is_not_reused, 420)
 	ASSERT_EQ(0, one_way(cli, srv, 256 << 10));
 	close(cli);
 	close(srv);
-	for (i = 0; i < 50 && spare("zc_ring_spare_kept") < kept0 + 2; i++)
-		usleep(100000);
-	EXPECT_EQ(kept0 + 2, spare("zc_ring_spare_kept"));
+	EXPECT_EQ(kept0 + 2, spare_reaches("zc_ring_spare_kept", kept0 + 2));
 
 	/* The next connections attach (taking what spare rings they may), run
 	 * and close. */
