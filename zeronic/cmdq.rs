@@ -6,11 +6,12 @@
 //! Commands are posted under a spinlock that keeps interrupts off, so process
 //! context (registration, flow attach), softirq (the zero-copy receive path
 //! moving the NIC's cursor) and the interrupt handler can all use the queue;
-//! nothing here sleeps. Each posted command has a slot, indexed by its
-//! cookie, saying what to do with its completion: keep it for a caller that
-//! waits for it ([`CmdQueue::wait`], which sleep-polls in process context),
-//! or hand it to a [`CmdDone`] callback. Completions are reaped by whoever
-//! comes first: the `VEC_ASYNC` interrupt handler or a waiter.
+//! nothing here sleeps but [`CmdQueue::wait`]. Each posted command has a
+//! slot, indexed by its cookie, saying what to do with its completion: keep
+//! it for a caller that waits for it ([`CmdQueue::wait`], process context,
+//! woken by whoever reaps it), or hand it to a [`CmdDone`] callback.
+//! Completions are reaped by whoever comes first: the `VEC_ASYNC` interrupt
+//! handler or a waiter.
 //!
 //! The NIC executes commands in order, one at a time (hardware spec §10), so
 //! a command posted after another sees the other's effect. When the ring is
@@ -29,6 +30,7 @@ use kernel::{
         Bound,
         Device, //
     },
+    new_condvar,
     new_spinlock_irq,
     prelude::*,
     sync::{
@@ -39,12 +41,14 @@ use kernel::{
             Write, //
         },
         Arc,
+        CondVar,
         SpinLockIrq, //
     },
     time::{
+        msecs_to_jiffies,
         Instant,
         Monotonic, //
-    },
+    }, //
 };
 
 use crate::{
@@ -63,7 +67,6 @@ use crate::{
         Regs, //
     },
     ring::{
-        poll_until,
         wait_enabled,
         Ring, //
     },
@@ -86,6 +89,11 @@ pub(crate) fn status_errno(st: u16) -> Error {
         _ => EIO,
     }
 }
+
+/// How long a command's waiter sleeps at most before it looks at the
+/// completion queue itself: the completion's interrupt normally wakes it
+/// long before.
+const WAIT_LOOK_MS: u32 = 4;
 
 /// Entries of the command and command completion queues.
 pub(crate) const CMDQ_ENTRIES: u32 = 64;
@@ -136,6 +144,8 @@ const REAP_BATCH: usize = 16;
 struct Done {
     callbacks: [Option<(Arc<dyn CmdDone>, CmdCompletion)>; REAP_BATCH],
     room: KVec<Arc<dyn CmdRoom>>,
+    /// A waited-for completion arrived: wake the waiter.
+    wake: bool,
 }
 
 impl Done {
@@ -143,7 +153,13 @@ impl Done {
         Self {
             callbacks: [const { None }; REAP_BATCH],
             room: KVec::new(),
+            wake: false,
         }
+    }
+
+    /// Whether there is nothing to do once the lock is released.
+    fn is_empty(&self) -> bool {
+        !self.wake && self.room.is_empty() && self.callbacks.iter().all(Option::is_none)
     }
 }
 
@@ -193,6 +209,9 @@ pub(crate) struct CmdQueue {
     regs: Arc<NicRegs>,
     #[pin]
     inner: SpinLockIrq<Inner>,
+    /// Notified when a completion someone waits for is reaped.
+    #[pin]
+    reaped: CondVar,
 }
 
 impl CmdQueue {
@@ -229,6 +248,7 @@ impl CmdQueue {
                 completed: 0,
                 batch_full: false,
             }, "zeronic::cmdq"),
+            reaped <- new_condvar!("zeronic::cmdq::reaped"),
         }? Error))
     }
 
@@ -337,9 +357,13 @@ impl CmdQueue {
 
     /// Posts `cmd` and waits for its completion.
     ///
-    /// Process context (sleeps, polling the completion queue itself so that
-    /// it does not depend on the interrupt). The command may wait behind a
-    /// long backlog: the wait times out only once the NIC has completed no
+    /// Process context. Sleeps until the `VEC_ASYNC` handler reaps the
+    /// completion and wakes it, and looks at the completion queue itself at
+    /// least every [`WAIT_LOOK_MS`], so that it does not depend on the
+    /// interrupt (none yet, or one that came while it was looking). The
+    /// sleep is uninterruptible: the command may still name memory, so a
+    /// signal must not end the wait. The command may wait behind a long
+    /// backlog: the wait times out only once the NIC has completed no
     /// command at all for `timeout_ms`. If the wait fails once the command
     /// is posted, the queue is closed: the caller must treat the NIC as
     /// broken and the command as possibly still executing. At most one
@@ -358,14 +382,18 @@ impl CmdQueue {
             let cookie = self.post(&mut inner, cmd, Slot::Waited(None))?;
             (cookie, inner.completed)
         };
-        let mut result = None;
         let mut progress = Instant::<Monotonic>::now();
-        let waited = poll_until(&self.regs, i64::MAX, |r| {
+        let look = msecs_to_jiffies(WAIT_LOOK_MS);
+        let waited = loop {
+            let r = match self.regs.get() {
+                Ok(r) => r,
+                Err(e) => break Err(e),
+            };
             if r.reg32::<{ regs::REG_DEV_STATUS }>() & regs::DEV_STATUS_FATAL != 0 {
-                return Err(EIO);
+                break Err(EIO);
             }
             let mut inner = self.inner.lock();
-            let done = Self::reap_locked(&mut inner, r);
+            let done = Self::reap_locked(&mut inner, &r);
             // A NIC that completes commands is alive, however long the
             // backlog this one waits behind.
             let stalled = if inner.completed != seen {
@@ -375,27 +403,34 @@ impl CmdQueue {
             } else {
                 progress.elapsed().as_millis() > timeout_ms
             };
-            let mut finished = false;
+            let mut result = None;
             // `None` while the command still waits in the backlog.
             if let Some(slot) = inner.slot(cookie) {
                 if let Slot::Waited(Some(c)) = slot {
                     result = Some(*c);
                     *slot = Slot::Free;
                     // The slot may be what a backlogged command waited for.
-                    Self::flush_backlog(&mut inner, r);
-                    finished = true;
+                    Self::flush_backlog(&mut inner, &r);
                 }
             }
-            drop(inner);
-            self.run_callbacks(done);
-            if stalled && !finished {
-                return Err(ETIMEDOUT);
+            drop(r);
+            if result.is_some() || stalled || !done.is_empty() {
+                drop(inner);
+                self.run_callbacks(done);
+                match result {
+                    Some(c) => break Ok(c),
+                    None if stalled => break Err(ETIMEDOUT),
+                    None => continue,
+                }
             }
-            Ok(finished)
-        });
-        match (waited, result) {
-            (Ok(()), Some(c)) => Ok(c),
-            (res, _) => {
+            // Nothing else to do: sleep until a completion is reaped (the
+            // handler wakes this after taking the lock, so none is missed
+            // between the look above and the sleep) or the next look.
+            let _ = self.reaped.wait_timeout(&mut inner, look);
+        };
+        match waited {
+            Ok(c) => Ok(c),
+            Err(e) => {
                 let mut inner = self.inner.lock();
                 inner.accepting = false;
                 // A late completion finds nobody waiting.
@@ -404,7 +439,7 @@ impl CmdQueue {
                 } else if let Some(b) = inner.backlog.iter_mut().find(|b| b.cookie == cookie) {
                     b.slot = Slot::Callback(None);
                 }
-                Err(res.err().unwrap_or(ETIMEDOUT))
+                Err(e)
             }
         }
     }
@@ -430,6 +465,9 @@ impl CmdQueue {
     /// Runs the callbacks of reaped commands, then calls the submitters
     /// that waited for room, outside the lock.
     fn run_callbacks(&self, done: Done) {
+        if done.wake {
+            self.reaped.notify_all();
+        }
         for (cb, c) in done.callbacks.into_iter().flatten() {
             cb.done(&c);
         }
@@ -529,7 +567,8 @@ impl CmdQueue {
                 Some((cookie, opcode, slot @ Slot::Waited(None)))
                     if *cookie == c.cookie && *opcode == c.opcode =>
                 {
-                    *slot = Slot::Waited(Some(c))
+                    *slot = Slot::Waited(Some(c));
+                    done.wake = true;
                 }
                 Some((cookie, opcode, slot @ Slot::Callback(_)))
                     if *cookie == c.cookie && *opcode == c.opcode =>

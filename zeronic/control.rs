@@ -11,8 +11,8 @@
 //! which is what lets a file map pages for DMA (see [`Control::with_bound`]).
 //!
 //! Commands go through a [`CmdQueue`]: callers in process context post one
-//! and sleep-poll for its completion under the mutex (registration, flow
-//! attach); the data path posts from any context without waiting.
+//! and sleep under the mutex until its completion is reaped (registration,
+//! flow attach); the data path posts from any context without waiting.
 //!
 //! **Memory the NIC may address** (rings, page lists, registered pages) is
 //! given back only once the NIC confirmed it is done with it: a queue it
