@@ -184,6 +184,9 @@ pub(crate) struct ZcStats {
     /// Received bytes the CPU copied into place (fallback, queued before
     /// the attach).
     pub(crate) rx_copied: Atomic<u64>,
+    /// Of `rx_placed`, the bytes of small payloads of served sockets copied
+    /// into their skbs instead of attached as fragments (`hdrq.rs`).
+    pub(crate) rx_copybreak: Atomic<u64>,
     /// Sent bytes the NIC read from the region (merge sends).
     pub(crate) tx_merged: Atomic<u64>,
     /// Sent bytes of zero-copy sends the CPU copied (region released).
@@ -228,6 +231,7 @@ impl PortSnapshot {
                 flows: Atomic::new(0),
                 rx_placed: Atomic::new(0),
                 rx_copied: Atomic::new(0),
+                rx_copybreak: Atomic::new(0),
                 tx_merged: Atomic::new(0),
                 tx_copied: Atomic::new(0),
                 flow_moves: Atomic::new(0),

@@ -27,6 +27,15 @@
 //!
 //! TCP then does everything it does for any packet. The flow's ULP consumes
 //! the in-order bytes without copying them (`Flow::consume`).
+//!
+//! **Copybreak.** A socket served by TCP copies what it receives to the
+//! application anyway, so for a small payload (one packet of at most
+//! `rx_copybreak` bytes, 256 by default) a page fragment costs more than it
+//! saves: the fragment's page reference is taken here and dropped on
+//! another CPU, and TCP reads through a page mapping. Such a payload is
+//! copied from the ring into the skb's linear part instead, as drivers'
+//! `rx_copybreak` does for small frames; it still counts as placed (the NIC
+//! placed it), and as `zc_rx_copybreak_bytes`.
 
 use kernel::{
     net::{
@@ -66,6 +75,31 @@ use crate::{
         },
     },
 };
+
+/// Largest `rx_copybreak`: a page.
+pub(crate) const COPYBREAK_MAX: u32 = 4096;
+
+/// Checks the module parameter this file reads, at load.
+///
+/// # Errors
+///
+/// `EINVAL`, with a log line, if `rx_copybreak` is above [`COPYBREAK_MAX`].
+pub(crate) fn check_params() -> Result {
+    let n = crate::module_parameters::rx_copybreak.value();
+    if n > COPYBREAK_MAX {
+        pr_err!("rx_copybreak={}: must be 0 to {}\n", n, COPYBREAK_MAX);
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Payloads of served sockets copied rather than attached as fragments are
+/// at most this long (the `rx_copybreak` module parameter, bounded again).
+fn copybreak() -> u32 {
+    crate::module_parameters::rx_copybreak
+        .value()
+        .min(COPYBREAK_MAX)
+}
 
 /// Offsets of the parts of a received header.
 struct Layout {
@@ -234,6 +268,12 @@ fn deliver(
             }
         }
     };
+    if flow.served && payload != 0 && e.nsegs <= 1 && payload <= copybreak() {
+        if let Some(done) = deliver_copied(ctx, flow, &e, hdr, &layout, pos, end)? {
+            count_placed(done.1.saturating_sub(u64::from(e.hdr_len)));
+            return Ok(done);
+        }
+    }
     loop {
         let first = pos;
         let mut skb = match ctx.alloc_skb(u32::from(e.hdr_len)) {
@@ -308,6 +348,73 @@ fn deliver(
     }
     count_placed(placed);
     Ok(delivered)
+}
+
+/// Delivers the payload `[start, end)` of entry `e` of a served socket,
+/// one packet of at most [`copybreak`] bytes, copied from the ring into
+/// the skb after the header `hdr`; returns the skbs and bytes delivered,
+/// or `None` if part of it was consumed already (the caller then builds
+/// fragments, which point such bytes at the zeroed page).
+///
+/// # Errors
+///
+/// - `EINVAL` if the flow has no target for the bytes.
+/// - `ENOMEM` if the skb cannot be allocated.
+/// - `EINVAL`, `EMSGSIZE` as the skb calls (never: the skb is sized for both).
+fn deliver_copied(
+    ctx: &mut NapiContext<'_>,
+    flow: &Flow,
+    e: &HdrEntry,
+    hdr: &[u8],
+    layout: &Layout,
+    start: u64,
+    end: u64,
+) -> Result<Option<(u64, u64)>> {
+    // CAST: at most `copybreak()`, a u32.
+    let len = (end - start) as u32;
+    let mut skb = ctx.alloc_skb(u32::from(e.hdr_len) + len)?;
+    skb.put_data(hdr)?;
+    {
+        let mut inner = flow.inner.lock();
+        if inner.phase != Phase::Attached {
+            return Ok(Some((0, 0)));
+        }
+        if start < inner.rx_done {
+            return Ok(None);
+        }
+        inner.nic_cursor = inner.nic_cursor.max(e.cursor);
+        inner.nic_confirmed = inner.nic_confirmed.max(e.cursor);
+        // CAST: u32 -> usize is lossless on every architecture Linux supports.
+        let buf = skb.put_zeroed(len as usize)?;
+        let (mut pos, mut at) = (start, 0usize);
+        while pos < end {
+            let (mr, mr_off, room) = flow.target_of(&inner, pos).ok_or(EINVAL)?;
+            let (page, off, in_page) = mr.locate(mr_off).ok_or(EINVAL)?;
+            // CAST: bounded by `in_page`, a u32.
+            let n = u64::from(in_page).min(room).min(end - pos) as usize;
+            let dst = buf
+                .get_mut(at..at.checked_add(n).ok_or(EINVAL)?)
+                .filter(|d| !d.is_empty())
+                .ok_or(EINVAL)?;
+            // SAFETY: `dst` is `n` bytes of the skb, valid for writes. The NIC
+            // wrote `[start, end)` for this entry, and writes a ring position
+            // again only for a byte a ring's size past one the application
+            // has read (`flow/served.rs`): none of these is read yet
+            // (`start >= rx_done`), so nothing writes them during the copy.
+            // CAST: u32 -> usize is lossless on every architecture Linux supports.
+            unsafe { page.read_raw(dst.as_mut_ptr(), off as usize, n)? };
+            pos += n as u64;
+            at += n;
+        }
+    }
+    fix_header(skb.data_mut()?, layout, e.seq, len, true)?;
+    skb.set_rx_checksum(RxChecksum::Unnecessary)?;
+    skb.eth_type_trans(ctx.dev())?;
+    if let Some(zc) = flow.control.zc(flow.port) {
+        zc.rx_copybreak.add(u64::from(len), Relaxed);
+    }
+    ctx.gro_receive(skb);
+    Ok(Some((1, u64::from(e.hdr_len) + u64::from(len))))
 }
 
 #[kernel::macros::kunit_tests(zeronic_hdrq)]

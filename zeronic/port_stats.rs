@@ -66,10 +66,11 @@ const STATS: [(&CStr, usize); 28] = [
 /// The driver's own counters of the port's zero-copy flows, shown last
 /// (`control::ZcStats`), then the NIC's spare rings (`spare_rings.rs`;
 /// NIC-wide: the same on each of its ports).
-const ZC: [&CStr; 13] = [
+const ZC: [&CStr; 14] = [
     c"zc_flows",
     c"zc_rx_placed_bytes",
     c"zc_rx_copied_bytes",
+    c"zc_rx_copybreak_bytes",
     c"zc_tx_merged_bytes",
     c"zc_tx_copied_bytes",
     c"zc_flow_moves",
@@ -250,6 +251,7 @@ pub(crate) fn read_zc(zc: &crate::control::ZcStats, spares: &SpareRings, values:
         zc.flows.load(Relaxed),
         zc.rx_placed.load(Relaxed),
         zc.rx_copied.load(Relaxed),
+        zc.rx_copybreak.load(Relaxed),
         zc.tx_merged.load(Relaxed),
         zc.tx_copied.load(Relaxed),
         zc.flow_moves.load(Relaxed),

@@ -69,6 +69,10 @@ module! {
             default: 4096,
             description: "KiB of the receive ring of a socket attached by setsockopt(TCP_ULP) (a power of two, 64..65536; docs/uapi.md)",
         },
+        rx_copybreak: u32 {
+            default: 256,
+            description: "largest payload of a TCP_ULP socket's packet copied into its skb rather than attached as a ring page (0..4096; 0: never; docs/driver.md)",
+        },
         spare_rings: u32 {
             default: 8,
             description: "receive rings of closed TCP_ULP sockets each NIC keeps for the next attach, zeroed for another user (0..64; docs/driver.md)",
@@ -107,6 +111,7 @@ impl kernel::InPlaceModule for ZeroNic {
                 control::check_params()?;
                 attach::check_params()?;
                 spare_rings::check_params()?;
+                hdrq::check_params()?;
             },
             ulp: kernel::net::tcp::ulp::Registration::register(&attach::ULP_OPS)?,
             control <- cdev::register(),
