@@ -84,6 +84,7 @@ use crate::{
             FlowRemove,
             FlowUpdate,
             Nop,
+            FLOWI_EDGE,
             FLOWI_IPV6,
             FLOWI_QUEUE,
             FLOWU_CURSOR,
@@ -93,7 +94,10 @@ use crate::{
             FLOW_RX_SEGMENTS,
             IPPROTO_TCP, //
         },
-        regs::CAP_IPV6,
+        regs::{
+            CAP_INSTALL_EDGE,
+            CAP_IPV6, //
+        },
         status,
     },
     mr::{
@@ -555,8 +559,16 @@ fn check_socket(sk: &Locked<'_, context::Process>) -> Result<(Arc<Control>, u32,
 ///   cursor (the flow is removed again then).
 /// - `ENODEV` if the NIC is being unbound.
 fn install_nic_flow(ctl: &Control, install: &Install, edge: u64, cursor: u64) -> Result<u32> {
+    // A NIC of version 2.5 takes the edge with the install (`FLOWI_EDGE`):
+    // one command fewer per attach. An edge of 2^31 or more is given after.
+    let edge_in_install = ctl.identity.caps & CAP_INSTALL_EDGE != 0 && edge < 1 << 31;
     let (hw_index, set) = ctl.with_bound(|dev, cmds| {
         let mut cmd = install.cmd;
+        if edge_in_install {
+            cmd.0.flags |= FLOWI_EDGE;
+            // CAST: below 2^31 (checked above).
+            cmd.0.flow = edge as u32;
+        }
         let done = match &install.addr6 {
             // An IPv6 flow's addresses are in a block the NIC reads while
             // it executes the command (docs/hardware.md §15).
@@ -575,7 +587,8 @@ fn install_nic_flow(ctl: &Control, install: &Install, edge: u64, cursor: u64) ->
             stream_off: edge,
         };
         // Before any room is posted, so nothing is placed without it.
-        let mut set = cmds.exec(&update).is_ok_and(|d| d.status == status::ST_OK);
+        let mut set =
+            edge_in_install || cmds.exec(&update).is_ok_and(|d| d.status == status::ST_OK);
         if set && cursor != 0 {
             let update = FlowUpdate {
                 flags: FLOWU_CURSOR,

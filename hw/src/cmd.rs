@@ -147,6 +147,10 @@ pub const FLOW_QUEUE_SHIFT: u32 = 8;
 /// `remote_ip` together hold `addr6`, the guest-physical address of its
 /// [`FlowAddr6`] block (see [`CmdFlow::addr6`]).
 pub const FLOWI_IPV6: u16 = 1 << 1;
+/// CMD_FLOW_INSTALL flag (version 2.5, `CAP_INSTALL_EDGE`): `flow` is the
+/// flow's receive window edge, a stream offset below 2^31: the install
+/// does what a `FLOWU_EDGE` update right after it would.
+pub const FLOWI_EDGE: u16 = 1 << 2;
 /// Largest `rx_wscale` (RFC 7323).
 pub const FLOW_MAX_WSCALE: u16 = 14;
 
@@ -166,7 +170,8 @@ le_struct! {
         pub flags: u16,
         /// Echoed.
         pub cookie: u32,
-        /// UPDATE/REMOVE: flow index (INSTALL: ignored, the NIC allocates).
+        /// UPDATE/REMOVE: flow index. INSTALL: the receive window edge with
+        /// `FLOWI_EDGE`, else ignored (the NIC allocates the index).
         pub flow: u32,
         /// INSTALL: port the flow lives on.
         pub port: u16,

@@ -44,7 +44,7 @@ pub const ZN_MAGIC: u32 = 0x4349_4e5a;
 /// Major version; a driver refuses a different major.
 pub const ZN_VERSION_MAJOR: u32 = 2;
 /// Minor version; additions only.
-pub const ZN_VERSION_MINOR: u32 = 4;
+pub const ZN_VERSION_MINOR: u32 = 5;
 /// `REG_VERSION` value: `major << 16 | minor`.
 pub const ZN_VERSION: u32 = (ZN_VERSION_MAJOR << 16) | ZN_VERSION_MINOR;
 /// Size of BAR2 (the ivshmem shared-memory object), bytes.
@@ -76,6 +76,9 @@ pub const CAP_IPV6: u32 = 1 << 9;
 /// Steering version 2: n-tuple rules for IPv6, RSS hash fields per flow
 /// type (`PORT_RSS_FIELDS`) and RSS contexts (version 2.4).
 pub const CAP_STEER_V2: u32 = 1 << 10;
+/// A flow's first receive window edge given with its install
+/// (`FLOWI_EDGE`, version 2.5).
+pub const CAP_INSTALL_EDGE: u32 = 1 << 11;
 /// All capabilities of this version.
 pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_TX_MERGE
@@ -87,7 +90,8 @@ pub const ZN_CAPS: u32 = CAP_RX_SPLIT
     | CAP_PLAIN_TSO
     | CAP_MULTI_QUEUE
     | CAP_IPV6
-    | CAP_STEER_V2;
+    | CAP_STEER_V2
+    | CAP_INSTALL_EDGE;
 
 // ---- capacities (also readable from BAR2) ----
 /// Ports per guest in the largest topology.

@@ -366,6 +366,15 @@ impl FlowTable {
                 ipv4_mapped(c.remote_ip.to_be_bytes()),
             ),
         };
+        // Version 2.5: the first window edge, as FLOWU_EDGE would give it.
+        let edge = if c.flags & FLOWI_EDGE != 0 {
+            if u64::from(c.flow) >= 1 << 31 {
+                return Err(ST_BAD_DESC);
+            }
+            Some(u64::from(c.flow))
+        } else {
+            None
+        };
         let key = (c.port, local, c.local_port, remote, c.remote_port);
         if self.index.contains_key(&key) {
             return Err(ST_EXISTS);
@@ -391,6 +400,9 @@ impl FlowTable {
             wscale: c.rx_wscale as u8,
             notify,
         });
+        if let (Some(to), Some(f)) = (edge, self.slots[idx].as_mut()) {
+            f.raise_edge(to);
+        }
         self.index.insert(key, idx as u32);
         Ok(idx as u32)
     }

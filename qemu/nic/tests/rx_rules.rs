@@ -347,6 +347,42 @@ fn nothing_is_placed_past_the_window_the_host_offered() {
 }
 
 #[test]
+fn an_edge_given_with_the_install_opens_the_window_as_far() {
+    let mut tb = Tb::with_opts(Topology::TwoGuest, Impair::default(), 64 << 20, 9000);
+    tb.drv[1].post_rx(0, 64);
+    let r = tb.drv[1].alloc(65_536);
+    let rk = tb.reg_mr(1, r, 65_536, MR_ACCESS_LOCAL_WRITE).unwrap();
+    // An edge of 2^31 or more names no stream offset: refused, nothing installed.
+    let far = CmdFlow {
+        flags: FLOWI_EDGE,
+        flow: 1 << 31,
+        ..flow_b(0, 0)
+    };
+    assert_eq!(tb.install_closed(1, far), Err(ST_BAD_DESC));
+    let flow = tb
+        .install_closed(
+            1,
+            CmdFlow {
+                flags: FLOWI_EDGE,
+                flow: 1500,
+                ..flow_b(0, 0)
+            },
+        )
+        .unwrap();
+    assert_eq!(tb.post(1, flow, rk, 0, 65_536).status, ST_OK);
+    // Placed up to the edge, as after FLOWU_EDGE to 1500; not past it.
+    deliver(&mut tb, &[Pkt::new(0, vec![0x22; 1000]).bytes()]);
+    assert!(region(&tb, r, 1000).iter().all(|&b| b == 0x22));
+    deliver(&mut tb, &[Pkt::new(1000, vec![0x33; 1000]).bytes()]);
+    assert!(region(&tb, r, 2000)[1000..].iter().all(|&b| b == 0));
+    assert_eq!(tb.drv[1].pstat(0, PSTAT_RX_UNACCEPTABLE), 1);
+    // Later edges are raised as before.
+    assert_eq!(tb.raise_edge(1, flow, 2000).status, ST_OK);
+    deliver(&mut tb, &[Pkt::new(1000, vec![0x44; 1000]).bytes()]);
+    assert!(region(&tb, r, 2000)[1000..].iter().all(|&b| b == 0x44));
+}
+
+#[test]
 fn payload_tcp_discards_for_its_flags_is_not_placed() {
     let (mut tb, _, r) = receiver(65_536);
     // Without ACK, with SYN, with RST: TCP drops the payload.
