@@ -349,6 +349,12 @@ fn nothing_is_placed_past_the_window_the_host_offered() {
 #[test]
 fn an_edge_given_with_the_install_opens_the_window_as_far() {
     let mut tb = Tb::with_opts(Topology::TwoGuest, Impair::default(), 64 << 20, 9000);
+    // Version 2.5 announces it.
+    assert_eq!(tb.drv[1].bar.r32(REG_VERSION), 0x2_0005);
+    assert_eq!(
+        tb.drv[1].bar.r32(REG_CAPS) & CAP_INSTALL_EDGE,
+        CAP_INSTALL_EDGE
+    );
     tb.drv[1].post_rx(0, 64);
     let r = tb.drv[1].alloc(65_536);
     let rk = tb.reg_mr(1, r, 65_536, MR_ACCESS_LOCAL_WRITE).unwrap();

@@ -67,7 +67,9 @@ fn prefix(bits: usize) -> [u8; 16] {
 fn reset_values_announce_version_2_4() {
     let tb = receiver(1).0;
     let bar = &tb.drv[1].bar;
-    assert_eq!(bar.r32(REG_VERSION), 0x2_0004);
+    // 2.4 or a later minor version (additions only): 2.5 today.
+    assert_eq!(bar.r32(REG_VERSION) >> 16, 2);
+    assert!(bar.r32(REG_VERSION) & 0xffff >= 4);
     assert_eq!(bar.r32(REG_CAPS) & CAP_STEER_V2, CAP_STEER_V2);
     assert_eq!(bar.r32(REG_RSS_CONTEXTS), RSS_CONTEXTS);
     let fields = bar.r32(port_block(0) + PORT_RSS_FIELDS);
