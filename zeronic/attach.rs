@@ -581,14 +581,15 @@ fn install_nic_flow(ctl: &Control, install: &Install, edge: u64, cursor: u64) ->
             return Err(status_errno(done.status));
         }
         let hw_index = u32::try_from(FlowInstall::output(&done)).map_err(|_| EIO)?;
-        let update = FlowUpdate {
-            flags: FLOWU_EDGE,
-            flow: hw_index,
-            stream_off: edge,
-        };
         // Before any room is posted, so nothing is placed without it.
-        let mut set =
-            edge_in_install || cmds.exec(&update).is_ok_and(|d| d.status == status::ST_OK);
+        let mut set = edge_in_install || {
+            let update = FlowUpdate {
+                flags: FLOWU_EDGE,
+                flow: hw_index,
+                stream_off: edge,
+            };
+            cmds.exec(&update).is_ok_and(|d| d.status == status::ST_OK)
+        };
         if set && cursor != 0 {
             let update = FlowUpdate {
                 flags: FLOWU_CURSOR,

@@ -279,6 +279,15 @@ pub(crate) struct FlowInner {
     pub(crate) tx: TxState,
 }
 
+impl FlowInner {
+    /// A header entry reported the NIC's cursor at `cursor`: both what the
+    /// driver knows and what the NIC confirmed are at least there.
+    pub(crate) fn saw_nic_cursor(&mut self, cursor: u64) {
+        self.nic_cursor = self.nic_cursor.max(cursor);
+        self.nic_confirmed = self.nic_confirmed.max(cursor);
+    }
+}
+
 /// Counters of a flow (`zeronic_flow_query`).
 pub(crate) struct FlowStats {
     pub(crate) rx_placed: Atomic<u64>,

@@ -55,6 +55,7 @@ use crate::{
     flow::{
         stream_off,
         Flow,
+        FlowInner,
         Phase,
         Tuple, //
     },
@@ -298,8 +299,7 @@ fn deliver(
             if inner.phase != Phase::Attached {
                 return Ok(delivered);
             }
-            inner.nic_cursor = inner.nic_cursor.max(e.cursor);
-            inner.nic_confirmed = inner.nic_confirmed.max(e.cursor);
+            inner.saw_nic_cursor(e.cursor);
             while pos < end && usize::from(skb.nr_frags()) < MAX_SKB_FRAGS {
                 if pos < inner.rx_done {
                     // Already consumed: TCP drops it unread.
@@ -309,11 +309,9 @@ fn deliver(
                     pos += u64::from(n);
                     continue;
                 }
-                let (mr, mr_off, room) = flow.target_of(&inner, pos).ok_or(EINVAL)?;
-                let (page, off, in_page) = mr.locate(mr_off).ok_or(EINVAL)?;
-                // CAST: bounded by `in_page`, a u32.
-                let n = u64::from(in_page).min(room).min(end - pos) as u32;
-                skb.add_rx_frag_ref(&page, off, n, n)?;
+                let n = with_piece(flow, &inner, pos, end, |page, off, n| {
+                    skb.add_rx_frag_ref(page, off, n, n)
+                })?;
                 pos += u64::from(n);
                 placed += u64::from(n);
             }
@@ -350,6 +348,33 @@ fn deliver(
     Ok(delivered)
 }
 
+/// Calls `f` with the page of `flow`'s target that holds stream offset `pos`,
+/// the offset of that byte in the page, and how many of the bytes up to
+/// `end` lie there contiguously (at least one); returns that count. The
+/// one lookup of where received bytes are, for fragments and copies alike.
+///
+/// # Errors
+///
+/// - `EINVAL` if the flow has no target for `pos`.
+/// - Any error `f` returns.
+fn with_piece(
+    flow: &Flow,
+    inner: &FlowInner,
+    pos: u64,
+    end: u64,
+    f: impl FnOnce(&Page, u32, u32) -> Result,
+) -> Result<u32> {
+    let (mr, mr_off, room) = flow.target_of(inner, pos).ok_or(EINVAL)?;
+    let (page, off, in_page) = mr.locate(mr_off).ok_or(EINVAL)?;
+    // CAST: bounded by `in_page`, a u32.
+    let n = u64::from(in_page).min(room).min(end.saturating_sub(pos)) as u32;
+    if n == 0 {
+        return Err(EINVAL);
+    }
+    f(&page, off, n)?;
+    Ok(n)
+}
+
 /// Delivers the payload `[start, end)` of entry `e` of a served socket,
 /// one packet of at most [`copybreak`] bytes, copied from the ring into
 /// the skb after the header `hdr`; returns the skbs and bytes delivered,
@@ -382,29 +407,28 @@ fn deliver_copied(
         if start < inner.rx_done {
             return Ok(None);
         }
-        inner.nic_cursor = inner.nic_cursor.max(e.cursor);
-        inner.nic_confirmed = inner.nic_confirmed.max(e.cursor);
+        inner.saw_nic_cursor(e.cursor);
         // CAST: u32 -> usize is lossless on every architecture Linux supports.
         let buf = skb.put_zeroed(len as usize)?;
         let (mut pos, mut at) = (start, 0usize);
         while pos < end {
-            let (mr, mr_off, room) = flow.target_of(&inner, pos).ok_or(EINVAL)?;
-            let (page, off, in_page) = mr.locate(mr_off).ok_or(EINVAL)?;
-            // CAST: bounded by `in_page`, a u32.
-            let n = u64::from(in_page).min(room).min(end - pos) as usize;
-            let dst = buf
-                .get_mut(at..at.checked_add(n).ok_or(EINVAL)?)
-                .filter(|d| !d.is_empty())
-                .ok_or(EINVAL)?;
-            // SAFETY: `dst` is `n` bytes of the skb, valid for writes. The NIC
-            // wrote `[start, end)` for this entry, and writes a ring position
-            // again only for a byte a ring's size past one the application
-            // has read (`flow/served.rs`): none of these is read yet
-            // (`start >= rx_done`), so nothing writes them during the copy.
+            let n = with_piece(flow, &inner, pos, end, |page, off, n| {
+                // CAST: u32 -> usize is lossless on every architecture Linux supports.
+                let (off, n) = (off as usize, n as usize);
+                let dst = buf
+                    .get_mut(at..at.checked_add(n).ok_or(EINVAL)?)
+                    .ok_or(EINVAL)?;
+                // SAFETY: `dst` is `n` bytes of the skb, valid for writes. The
+                // NIC wrote `[start, end)` for this entry, and writes a ring
+                // position again only for a byte a ring's size past one the
+                // application has read (`flow/served.rs`): none of these is
+                // read yet (`start >= rx_done`), so nothing writes them
+                // during the copy.
+                unsafe { page.read_raw(dst.as_mut_ptr(), off, n) }
+            })?;
+            pos += u64::from(n);
             // CAST: u32 -> usize is lossless on every architecture Linux supports.
-            unsafe { page.read_raw(dst.as_mut_ptr(), off as usize, n)? };
-            pos += n as u64;
-            at += n;
+            at += n as usize;
         }
     }
     fix_header(skb.data_mut()?, layout, e.seq, len, true)?;
