@@ -59,12 +59,19 @@ impl Pkt {
     }
 }
 
-/// Guest 1 with a flow (rx_isn 0) and `cap` bytes posted at `r`.
-fn receiver(cap: u64) -> (Tb, u32, u64) {
+/// Guest 1 with RX buffers posted and `len` bytes at `r` registered for
+/// placement (key `rk`), no flow yet: `(tb, r, rk)`.
+fn region_receiver(len: u64) -> (Tb, u64, u64) {
     let mut tb = Tb::with_opts(Topology::TwoGuest, Impair::default(), 64 << 20, 9000);
     tb.drv[1].post_rx(0, 64);
-    let r = tb.drv[1].alloc(cap);
-    let rk = tb.reg_mr(1, r, cap, MR_ACCESS_LOCAL_WRITE).unwrap();
+    let r = tb.drv[1].alloc(len);
+    let rk = tb.reg_mr(1, r, len, MR_ACCESS_LOCAL_WRITE).unwrap();
+    (tb, r, rk)
+}
+
+/// Guest 1 with a flow (rx_isn 0) and `cap` bytes posted at `r`.
+fn receiver(cap: u64) -> (Tb, u32, u64) {
+    let (mut tb, r, rk) = region_receiver(cap);
     let flow = tb.install(1, flow_b(0, 0)).unwrap();
     let mut off = 0;
     while off < cap {
@@ -284,10 +291,7 @@ fn region(tb: &Tb, r: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn nothing_is_placed_past_the_window_the_host_offered() {
-    let mut tb = Tb::with_opts(Topology::TwoGuest, Impair::default(), 64 << 20, 9000);
-    tb.drv[1].post_rx(0, 64);
-    let r = tb.drv[1].alloc(65_536);
-    let rk = tb.reg_mr(1, r, 65_536, MR_ACCESS_LOCAL_WRITE).unwrap();
+    let (mut tb, r, rk) = region_receiver(65_536);
     let bad = CmdFlow {
         rx_wscale: FLOW_MAX_WSCALE + 1,
         ..flow_b(0, 0)
@@ -348,16 +352,13 @@ fn nothing_is_placed_past_the_window_the_host_offered() {
 
 #[test]
 fn an_edge_given_with_the_install_opens_the_window_as_far() {
-    let mut tb = Tb::with_opts(Topology::TwoGuest, Impair::default(), 64 << 20, 9000);
+    let (mut tb, r, rk) = region_receiver(65_536);
     // Version 2.5 announces it.
     assert_eq!(tb.drv[1].bar.r32(REG_VERSION), 0x2_0005);
     assert_eq!(
         tb.drv[1].bar.r32(REG_CAPS) & CAP_INSTALL_EDGE,
         CAP_INSTALL_EDGE
     );
-    tb.drv[1].post_rx(0, 64);
-    let r = tb.drv[1].alloc(65_536);
-    let rk = tb.reg_mr(1, r, 65_536, MR_ACCESS_LOCAL_WRITE).unwrap();
     // An edge of 2^31 or more names no stream offset: refused, nothing installed.
     let far = CmdFlow {
         flags: FLOWI_EDGE,
