@@ -233,6 +233,15 @@ static int read_some(struct reader *r)
 	return 0;
 }
 
+/* Reads with `r` until its stream reached `to`; 0 if it did, every byte as the pattern says. */
+static int read_to(struct reader *r, unsigned long long to)
+{
+	while (r->got < to && !r->bad && !r->eof)
+		if (read_some(r))
+			return -1;
+	return r->got == to && !r->bad ? 0 : -1;
+}
+
 /*
  * Moves `n` bytes each way between `cli` (side 0's writer) and `srv` (side
  * 1's), reading both with poll() + read() until EOF. 0 if both arrived intact.
@@ -635,13 +644,10 @@ static int one_way(int w, int r, unsigned long long n)
 {
 	struct reader rd = { .s = r, .side = 0 };
 	pid_t pid = writer(w, 0, n);
-	int st = -1;
+	int got = read_to(&rd, n), st = -1;
 
-	while (rd.got < n && !rd.bad && !rd.eof)
-		if (read_some(&rd))
-			break;
 	waitpid(pid, &st, 0);
-	return rd.got == n && !rd.bad && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+	return got == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 /*
@@ -694,34 +700,6 @@ TEST_F_TIMEOUT(move, closed_rings_are_kept_and_reused, 330)
 	EXPECT_LE(spare("zc_ring_spares"), param("ZN_SPARE_RINGS", 8));
 }
 
-/* Reads exactly `n` bytes into `buf`; 0 on success. */
-static int read_exact(int s, unsigned char *buf, size_t n)
-{
-	size_t got = 0;
-	ssize_t r;
-
-	while (got < n) {
-		r = read(s, buf + got, n - got);
-		if (r <= 0)
-			return -1;
-		got += r;
-	}
-	return 0;
-}
-
-/* Whether `buf` holds bytes [off, off + n) of side's pattern; prints the first that does not. */
-static int is_pattern(int side, unsigned long long off, const unsigned char *buf, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (buf[i] != pat(side, off + i)) {
-			printf("# side %d byte %llu is %u, want %u\n", side, off + i, buf[i], pat(side, off + i));
-			return 0;
-		}
-	return 1;
-}
-
 /*
  * Small payloads (rx_copybreak, 256 bytes by default) reach TCP copied from
  * the ring, not as ring pages, and arrive intact: 1500 messages of 1 to 300
@@ -738,8 +716,9 @@ TEST(small_payloads_are_copied_intact)
 	long long cb_a0 = stat_of('a', "zc_rx_copybreak_bytes"), cb_b0 = stat_of('b', "zc_rx_copybreak_bytes");
 	long long pl_a0 = stat_of('a', "zc_rx_placed_bytes"), pl_b0 = stat_of('b', "zc_rx_placed_bytes");
 	unsigned long long off = 0, small = 0;
-	unsigned char out[300], in[300];
+	unsigned char out[300];
 	int cli, srv, one = 1, k;
+	struct reader at_b, at_a;
 	long long cb_a, cb_b;
 
 	ASSERT_LE(0, cb_a0) TH_LOG("zc_rx_copybreak_bytes in ethtool -S");
@@ -748,17 +727,18 @@ TEST(small_payloads_are_copied_intact)
 	ASSERT_EQ(0, ulp(srv));
 	ASSERT_EQ(0, setsockopt(cli, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
 	ASSERT_EQ(0, setsockopt(srv, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
+	at_b = (struct reader){ .s = srv, .side = 0 };
+	at_a = (struct reader){ .s = cli, .side = 0 };
 	for (k = 0; k < 1500; k++) {
 		size_t n = 1 + (size_t)k * 37 % 300, i;
 
 		for (i = 0; i < n; i++)
 			out[i] = pat(0, off + i);
 		ASSERT_EQ((ssize_t)n, write(cli, out, n));
-		ASSERT_EQ(0, read_exact(srv, in, n)) TH_LOG("message %d", k);
-		ASSERT_TRUE(is_pattern(0, off, in, n)) TH_LOG("message %d at a->b offset %llu", k, off);
-		ASSERT_EQ((ssize_t)n, write(srv, in, n));
-		ASSERT_EQ(0, read_exact(cli, in, n));
-		ASSERT_TRUE(is_pattern(0, off, in, n)) TH_LOG("echo %d at b->a offset %llu", k, off);
+		ASSERT_EQ(0, read_to(&at_b, off + n)) TH_LOG("message %d at a->b offset %llu", k, off);
+		/* The echo: the bytes b just found intact. */
+		ASSERT_EQ((ssize_t)n, write(srv, out, n));
+		ASSERT_EQ(0, read_to(&at_a, off + n)) TH_LOG("echo %d at b->a offset %llu", k, off);
 		off += n;
 		if ((long long)n <= limit)
 			small += n;
@@ -777,7 +757,7 @@ TEST(small_payloads_are_copied_intact)
 	close(srv);
 }
 
-/* A packet socket on side b's port, capturing all its frames, in b's namespace. *//* A packet socket on side b's port, capturing all its frames, in b's namespace. */
+/* A packet socket on side b's port, capturing all its frames, in b's namespace. */
 static int tap_b(void)
 {
 	int self = in_ns("ZN_NS_B"), s, big = 4 << 20;
